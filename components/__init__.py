@@ -1,0 +1,71 @@
+"""Agent components, agent specs, the runtime that runs them, and the LLM boundary."""
+
+from __future__ import annotations
+
+from agentdesign.components._build import build_agent, default_chat_model, parse_spec
+from agentdesign.components._errors import AgentDesignError, ModelUnavailableError, SpecError
+from agentdesign.components._export import render_standalone
+from agentdesign.components._fake import FakeCall, FakeChatModel, failing_responder
+from agentdesign.components._llm import (
+    LiteLLMChatModel,
+    ResponseCache,
+    default_cache_dir,
+    import_litellm,
+)
+from agentdesign.components._runtime import (
+    REGISTRY,
+    SLOTS,
+    Agent,
+    AgentResult,
+    AgentSpec,
+    CallRecord,
+    ChatModel,
+    Completion,
+    Component,
+    Example,
+    LLMCallError,
+    ParamInfo,
+    Registry,
+    TaskBudget,
+    answer_key,
+    extract_answer,
+    param,
+    register,
+    safe_eval,
+)
+
+__all__ = [
+    "REGISTRY",
+    "SLOTS",
+    "Agent",
+    "AgentDesignError",
+    "AgentResult",
+    "AgentSpec",
+    "CallRecord",
+    "ChatModel",
+    "Completion",
+    "Component",
+    "Example",
+    "FakeCall",
+    "FakeChatModel",
+    "LLMCallError",
+    "LiteLLMChatModel",
+    "ModelUnavailableError",
+    "ParamInfo",
+    "Registry",
+    "ResponseCache",
+    "SpecError",
+    "TaskBudget",
+    "answer_key",
+    "build_agent",
+    "default_cache_dir",
+    "default_chat_model",
+    "extract_answer",
+    "failing_responder",
+    "import_litellm",
+    "param",
+    "parse_spec",
+    "register",
+    "render_standalone",
+    "safe_eval",
+]

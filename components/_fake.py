@@ -1,0 +1,71 @@
+"""A deterministic stand-in for a model, for unit tests of orchestration logic only."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agentdesign.components._runtime import Completion, LLMCallError, Message
+
+__all__ = ["FakeCall", "FakeChatModel", "failing_responder"]
+
+Responder = Callable[[str, Sequence[Message], float, "int | None"], str]
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    """One request the fake received, for tests to assert call sequences."""
+
+    model: str
+    messages: tuple[tuple[tuple[str, str], ...], ...]
+    temperature: float
+    max_tokens: int
+    seed: int | None
+
+
+class FakeChatModel:
+    """Answers with `responder(model, messages, temperature, seed)`; counts words as tokens.
+
+    A responder that raises `LLMCallError` simulates a provider failure; `latency_s` simulates a
+    slow provider.
+    """
+
+    def __init__(self, responder: Responder, *, latency_s: float = 0.0) -> None:
+        self.responder = responder
+        self.latency_s = latency_s
+        self.calls: list[FakeCall] = []
+        self._lock = threading.Lock()
+
+    def complete(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+    ) -> Completion:
+        frozen = tuple(tuple(sorted(m.items())) for m in messages)
+        with self._lock:
+            self.calls.append(FakeCall(model, frozen, temperature, max_tokens, seed))
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        text = self.responder(model, messages, temperature, seed)
+        prompt_tokens = sum(len(m["content"].split()) for m in messages)
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(text.split()),
+            latency_s=self.latency_s,
+        )
+
+
+def failing_responder(message: str) -> Responder:
+    """A responder that always fails like a provider outage."""
+
+    def respond(model: str, messages: Sequence[Message], temperature: float, seed: int | None) -> str:
+        raise LLMCallError(message)
+
+    return respond
