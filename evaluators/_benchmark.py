@@ -1,0 +1,225 @@
+"""Benchmarks: a pool of tasks, a scorer, seeded search/holdout splits and a registry by name.
+
+A benchmark is deliberately small (like optuna's BaseSampler): it lists its tasks and scores one
+prediction. Everything else (running agents, caching, statistics) lives elsewhere, so that adding
+a benchmark means writing one class.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import hashlib
+import importlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from agentdesign.components._errors import AgentDesignError
+
+__all__ = [
+    "Benchmark",
+    "BenchmarkError",
+    "Score",
+    "Split",
+    "Task",
+    "available_benchmarks",
+    "get_benchmark",
+    "load_jsonl",
+    "make_split",
+    "register_benchmark",
+]
+
+# Modules whose import registers the built-in benchmarks; imported on first registry lookup so the
+# registry is complete whichever module the caller happened to import first.
+_BUILTIN_MODULES = ("agentdesign.evaluators._gsm8k",)
+
+
+# mypy run on files (not `-p agentdesign`) cannot resolve `agentdesign.*` under the package-dir
+# mapping, sees Any, and strict mode refuses to subclass it; the ignore is inert when it resolves.
+class BenchmarkError(AgentDesignError):  # type: ignore[misc, unused-ignore]
+    """A benchmark, task id, split or data file is unknown or malformed."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem: a stable id (recorded in the archive), the question and the gold answer."""
+
+    id: str
+    question: str
+    answer: str
+    # Excluded from the hash (a dict is unhashable) but not from equality.
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Score:
+    """How good one prediction is, in [0, 1], with what the scorer saw, for the archive."""
+
+    value: float
+    details: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.value <= 1.0:  # also rejects NaN
+            raise ValueError(f"score value must be in [0, 1], got {self.value!r}")
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which tasks a search may look at, and which are kept back to report honest final scores."""
+
+    seed: int
+    search_ids: tuple[str, ...]
+    holdout_ids: tuple[str, ...]
+
+
+def make_split(task_ids: Sequence[str], *, seed: int, n_search: int, n_holdout: int) -> Split:
+    """Draws disjoint search and holdout sets from `task_ids`, reproducibly.
+
+    Each id is ranked by SHA-256 of (seed, id): unlike numpy's or `random`'s shuffles, whose streams
+    may change between versions, this order is fixed forever on every platform, ignores the order
+    the ids arrive in, and moves few ids when the pool grows. Both tuples keep that random order,
+    so any prefix of `search_ids` is itself a random sample.
+    """
+    if n_search < 1:
+        raise BenchmarkError(f"n_search must be at least 1, got {n_search}")
+    if n_holdout < 0:
+        raise BenchmarkError(f"n_holdout must be at least 0, got {n_holdout}")
+    pool = sorted(set(task_ids))
+    if len(pool) != len(task_ids):
+        raise BenchmarkError("task ids for a split must be unique")
+    if n_search + n_holdout > len(pool):
+        raise BenchmarkError(
+            f"a split needs {n_search} search + {n_holdout} holdout tasks "
+            f"but the pool has only {len(pool)}"
+        )
+    ranked = sorted(pool, key=lambda task_id: _rank(seed, task_id))
+    return Split(
+        seed=seed,
+        search_ids=tuple(ranked[:n_search]),
+        holdout_ids=tuple(ranked[n_search : n_search + n_holdout]),
+    )
+
+
+def _rank(seed: int, task_id: str) -> bytes:
+    return hashlib.sha256(f"{seed}\x00{task_id}".encode()).digest()
+
+
+class Benchmark(abc.ABC):
+    """A named pool of tasks and a way to score a prediction for one of them."""
+
+    name: ClassVar[str]
+    # Read by value models and shown to users: the domain, the answer format and the scoring rule.
+    description: ClassVar[str]
+
+    @abc.abstractmethod
+    def tasks(self) -> Sequence[Task]:
+        """The pool that search and holdout splits are drawn from."""
+
+    def train_examples(self) -> Sequence[Task]:
+        """Solved tasks outside the pool, for few-shot prompts; none unless a benchmark has them."""
+        return ()
+
+    @abc.abstractmethod
+    def score(self, task: Task, prediction: str) -> Score:
+        """Scores an agent's final output for `task`."""
+
+    def task(self, task_id: str) -> Task:
+        """The pool task with this id."""
+        found = self._tasks_by_id.get(task_id)
+        if found is None:
+            raise BenchmarkError(f"unknown task id {task_id!r} in benchmark {self.name!r}")
+        return found
+
+    def tasks_by_ids(self, ids: Iterable[str]) -> tuple[Task, ...]:
+        """The pool tasks with these ids, in the given order (e.g. a split's)."""
+        ids = tuple(ids)
+        missing = [task_id for task_id in ids if task_id not in self._tasks_by_id]
+        if missing:
+            shown = ", ".join(repr(task_id) for task_id in missing[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise BenchmarkError(f"unknown task ids in benchmark {self.name!r}: {shown}{more}")
+        return tuple(self._tasks_by_id[task_id] for task_id in ids)
+
+    @functools.cached_property
+    def _tasks_by_id(self) -> dict[str, Task]:
+        index: dict[str, Task] = {}
+        for task in self.tasks():
+            if task.id in index:
+                raise BenchmarkError(f"benchmark {self.name!r} has duplicate task id {task.id!r}")
+            index[task.id] = task
+        return index
+
+
+_REGISTRY: dict[str, type[Benchmark]] = {}
+_INSTANCES: dict[str, Benchmark] = {}
+
+B = TypeVar("B", bound=type[Benchmark])
+
+
+def register_benchmark(cls: B) -> B:
+    """Class decorator that makes a benchmark available to `get_benchmark` under `cls.name`."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{cls.__qualname__} needs a non-empty class attribute 'name'")
+    if not isinstance(getattr(cls, "description", None), str):
+        raise ValueError(f"benchmark {name!r} needs a class attribute 'description'")
+    existing = _REGISTRY.get(name)
+    if existing is not None:
+        raise ValueError(
+            f"benchmark name {name!r} is already registered by "
+            f"{existing.__module__}.{existing.__qualname__}"
+        )
+    _REGISTRY[name] = cls
+    return cls
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """The benchmark registered under `name`; one instance per process, so data loads once."""
+    _import_builtins()
+    instance = _INSTANCES.get(name)
+    if instance is None:
+        cls = _REGISTRY.get(name)
+        if cls is None:
+            available = ", ".join(sorted(_REGISTRY))
+            raise BenchmarkError(f"unknown benchmark {name!r} (available: {available})")
+        instance = _INSTANCES[name] = cls()
+    return instance
+
+
+def available_benchmarks() -> dict[str, str]:
+    """Registered benchmark names, sorted, each with its description."""
+    _import_builtins()
+    return {name: _REGISTRY[name].description for name in sorted(_REGISTRY)}
+
+
+@functools.cache
+def _import_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def load_jsonl(path: str | os.PathLike[str] | Traversable) -> list[dict[str, Any]]:
+    """Reads a JSON Lines file of objects; a bad line raises BenchmarkError naming file and line.
+
+    Accepts an `importlib.resources` Traversable so packaged data loads from a wheel or zip too.
+    """
+    source: Traversable = Path(path) if isinstance(path, str | os.PathLike) else path
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise BenchmarkError(f"cannot read {source}: {error}") from error
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise BenchmarkError(f"{source}:{number}: invalid JSON ({error.msg})") from error
+        if not isinstance(record, dict):
+            raise BenchmarkError(f"{source}:{number}: expected a JSON object")
+        records.append(record)
+    return records
