@@ -1,0 +1,29 @@
+"""The archive: runs, agents, evaluations and task results in one SQL database.
+
+SQLite by default, PostgreSQL (or any SQLAlchemy URL) for parallel workers; each run's optuna study
+lives in the same database. Evaluations are keyed by agent and task set, so no run pays twice for
+the same agent on the same tasks.
+"""
+
+from __future__ import annotations
+
+from agentdesign.archive._archive import Archive, ArchiveError
+from agentdesign.archive._records import (
+    AgentRecord,
+    EvaluationRecord,
+    LeaderboardRow,
+    RunRecord,
+    RunTotals,
+    TaskResultRecord,
+)
+
+__all__ = [
+    "AgentRecord",
+    "Archive",
+    "ArchiveError",
+    "EvaluationRecord",
+    "LeaderboardRow",
+    "RunRecord",
+    "RunTotals",
+    "TaskResultRecord",
+]

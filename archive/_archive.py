@@ -1,0 +1,785 @@
+"""The archive: every run, agent, evaluation and task result, kept in one SQL database.
+
+Each public method is one transaction and checks its input before it writes, so a failing call
+leaves the archive as it was. Inserts that two processes may race on (the same agent, the same
+evaluation) catch the unique-key violation and read the winner's row instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from agentdesign.archive._records import (
+    AgentRecord,
+    EvaluationRecord,
+    LeaderboardRow,
+    RunRecord,
+    RunTotals,
+    TaskResultRecord,
+)
+from agentdesign.archive._tables import (
+    OPTUNA_TABLES,
+    SCHEMA_VERSION,
+    AgentRow,
+    EvaluationRow,
+    MetaRow,
+    RunEntryRow,
+    RunRow,
+    TaskResultRow,
+    metadata,
+)
+from agentdesign.components._errors import AgentDesignError
+from sqlalchemy import (
+    URL,
+    Connection,
+    create_engine,
+    event,
+    func,
+    insert,
+    inspect,
+    make_url,
+    update,
+)
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+    SQLAlchemyError,
+)
+from sqlmodel import Session, SQLModel, col, select
+
+__all__ = ["Archive", "ArchiveError"]
+
+RUN_STATUSES = ("running", "finished", "failed")
+FINISHED_EVALUATION_STATUSES = ("complete", "pruned", "failed")
+SPLITS = ("search", "holdout")
+
+_CREATED_BY = "agentdesign"
+_SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Any fixed 64-bit number: every process opening a PostgreSQL archive takes this advisory lock.
+_SETUP_LOCK_KEY = 0x61_64_61_72_63_68  # "adarch"
+
+_Row = TypeVar("_Row", bound=SQLModel)
+
+
+# mypy cannot follow the editable install's package-dir mapping, so under `mypy archive/` the base
+# class is Any; with the package resolved (`mypy -p agentdesign.archive`) no ignore is needed.
+class ArchiveError(AgentDesignError):  # type: ignore[misc, unused-ignore]
+    """The archive cannot be opened, or a call names something it lacks or passes a bad value."""
+
+
+class Archive:
+    """Runs, agents, evaluations and task results, in SQLite or any SQLAlchemy database.
+
+    A plain file path means a SQLite file. Methods return frozen records, never ORM rows.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = _normalize_url(url)
+        self._shown_url = self._url.render_as_string(hide_password=True)
+        try:
+            self._engine = create_engine(self._url, pool_pre_ping=True)
+        except NoSuchModuleError:
+            raise ArchiveError(
+                f"cannot open archive {self._shown_url}: unknown database URL scheme "
+                f"{self._url.drivername!r} (give a file path, sqlite:///..., or postgresql+psycopg2://...)"
+            ) from None
+        except ImportError as err:
+            raise ArchiveError(
+                f"cannot open archive {self._shown_url}: "
+                f"its database driver is not installed ({err})"
+            ) from err
+        if self._url.get_backend_name() == "sqlite":
+            event.listen(self._engine, "connect", _configure_sqlite)
+        try:
+            try:
+                with self._engine.begin() as conn:
+                    self._set_up(conn)
+            except SQLAlchemyError as err:
+                raise ArchiveError(
+                    f"cannot open archive {self._shown_url}: {_first_line(err)}"
+                ) from err
+        except ArchiveError:
+            self._engine.dispose()
+            raise
+
+    @property
+    def url(self) -> str:
+        """The SQLAlchemy URL of the database, password included: optuna opens the same one."""
+        return self._url.render_as_string(hide_password=False)
+
+    def __repr__(self) -> str:
+        return f"Archive({self._shown_url!r})"
+
+    def close(self) -> None:
+        """Closes the pooled connections (SQLite checkpoints its WAL when the last one closes)."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        name: str,
+        benchmark: str,
+        model: str,
+        strategy: str,
+        budget: Mapping[str, Any],
+        config: Mapping[str, Any],
+        split_seed: int,
+        search_task_ids: Sequence[str],
+        holdout_task_ids: Sequence[str],
+    ) -> RunRecord:
+        search = _task_ids(search_task_ids, "search_task_ids")
+        holdout = _task_ids(holdout_task_ids, "holdout_task_ids", allow_empty=True)
+        shared = sorted(set(search) & set(holdout))
+        if shared:
+            raise ArchiveError(
+                f"tasks in both the search and the holdout split: {_listing(shared)}"
+            )
+        now = _now()
+        row = RunRow(
+            name=_text(name, "run name"),
+            benchmark=_text(benchmark, "benchmark"),
+            model=_text(model, "model"),
+            strategy=_text(strategy, "strategy"),
+            budget=_json_object(budget, "budget"),
+            config=_json_object(config, "config"),
+            split_seed=_int(split_seed, "split_seed"),
+            search_task_ids=search,
+            holdout_task_ids=holdout,
+            status="running",
+            elapsed_s=0.0,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._session() as session:
+            session.add(row)
+            try:
+                session.commit()
+            except IntegrityError:
+                raise ArchiveError(
+                    f"a run named {name!r} already exists in {self._shown_url}: "
+                    "resume it or choose another name"
+                ) from None
+        return _run_record(row)
+
+    def get_run(self, name: str) -> RunRecord:
+        with self._session() as session:
+            return _run_record(self._run_row(session, name))
+
+    def list_runs(self) -> list[RunRecord]:
+        with self._session() as session:
+            rows = session.exec(select(RunRow).order_by(col(RunRow.created_at), col(RunRow.id)))
+            return [_run_record(row) for row in rows]
+
+    def update_run(
+        self, name: str, *, status: str | None = None, add_elapsed_s: float = 0.0
+    ) -> RunRecord:
+        """Adds elapsed time in SQL (not read-modify-write), so concurrent workers all count."""
+        values: dict[str, Any] = {
+            "elapsed_s": col(RunRow.elapsed_s) + _non_negative(add_elapsed_s, "add_elapsed_s"),
+            "updated_at": _now(),
+        }
+        if status is not None:
+            values["status"] = _choice(status, RUN_STATUSES, "run status")
+        with self._session() as session:
+            row = self._run_row(session, name)
+            session.exec(update(RunRow).where(col(RunRow.id) == row.id).values(values))
+            session.commit()
+            session.refresh(row)
+            return _run_record(row)
+
+    # -- agents -------------------------------------------------------------------------------
+
+    def add_agent(
+        self,
+        *,
+        spec: Mapping[str, Any],
+        spec_hash: str,
+        parent_hash: str | None = None,
+        operator: str | None = None,
+    ) -> AgentRecord:
+        """Archives an agent once per hash; a second call returns the first one's record."""
+        spec_json = _json_object(spec, "agent spec")
+        row = AgentRow(
+            spec_hash=_text(spec_hash, "spec_hash"),
+            spec=spec_json,
+            parent_hash=_optional_text(parent_hash, "parent_hash"),
+            operator=_optional_text(operator, "operator"),
+            created_at=_now(),
+        )
+        with self._session() as session:
+            stored = _get_or_insert(session, row, lambda: _find_agent(session, spec_hash))
+        if stored.spec != spec_json:
+            raise ArchiveError(
+                f"agent {spec_hash} is archived with a different spec: "
+                "its spec hash is not canonical"
+            )
+        return _agent_record(stored)
+
+    def get_agent(self, spec_hash: str) -> AgentRecord:
+        with self._session() as session:
+            return _agent_record(self._agent_row(session, spec_hash))
+
+    # -- evaluations --------------------------------------------------------------------------
+
+    def get_or_create_evaluation(
+        self, *, agent_hash: str, benchmark: str, task_ids: Sequence[str], split: str
+    ) -> EvaluationRecord:
+        """Finds the agent's evaluation on exactly these tasks, from any run, or starts one.
+
+        A found evaluation keeps the split label it was created with.
+        """
+        ids = sorted(_task_ids(task_ids, "task_ids"))
+        task_set = _task_set_digest(ids)
+        now = _now()
+        row = EvaluationRow(
+            agent_hash=agent_hash,
+            benchmark=_text(benchmark, "benchmark"),
+            task_set=task_set,
+            task_ids=ids,
+            split=_choice(split, SPLITS, "split"),
+            n_planned=len(ids),
+            status="running",
+            created_at=now,
+            updated_at=now,
+        )
+        query = select(EvaluationRow).where(
+            col(EvaluationRow.agent_hash) == agent_hash,
+            col(EvaluationRow.benchmark) == benchmark,
+            col(EvaluationRow.task_set) == task_set,
+        )
+        with self._session() as session:
+            self._agent_row(session, agent_hash)
+            stored = _get_or_insert(session, row, lambda: session.exec(query).first())
+            return _evaluation_record(stored)
+
+    def get_evaluation(self, evaluation_id: int) -> EvaluationRecord:
+        with self._session() as session:
+            return _evaluation_record(self._evaluation_row(session, evaluation_id))
+
+    def task_results(self, evaluation_id: int) -> dict[str, TaskResultRecord]:
+        """The evaluation's recorded task results by task id, in the order they were recorded."""
+        with self._session() as session:
+            self._evaluation_row(session, evaluation_id)
+            rows = session.exec(
+                select(TaskResultRow)
+                .where(col(TaskResultRow.evaluation_id) == evaluation_id)
+                .order_by(col(TaskResultRow.id))
+            )
+            return {row.task_id: _task_result_record(row) for row in rows}
+
+    def add_task_result(self, evaluation_id: int, result: TaskResultRecord) -> bool:
+        """Records one finished task at once, so an interrupted evaluation resumes where it stopped.
+
+        Returns False, changing nothing, when the task is already recorded.
+        """
+        row = _task_result_row(evaluation_id, result)
+        with self._session() as session:
+            evaluation = self._evaluation_row(session, evaluation_id, lock=True)
+            if result.task_id not in evaluation.task_ids:
+                raise ArchiveError(
+                    f"task {result.task_id!r} is not among the tasks of evaluation {evaluation_id}"
+                )
+            recorded = select(TaskResultRow.id).where(
+                col(TaskResultRow.evaluation_id) == evaluation_id,
+                col(TaskResultRow.task_id) == result.task_id,
+            )
+            if session.exec(recorded).first() is not None:
+                return False
+            session.add(row)
+            try:
+                session.flush()
+            except IntegrityError:  # another process recorded it since the check above
+                return False
+            _refresh_totals(session, evaluation_id)
+            session.commit()
+            return True
+
+    def finish_evaluation(
+        self, evaluation_id: int, *, status: str, mean: float, ci_low: float, ci_high: float
+    ) -> EvaluationRecord:
+        """Closes an evaluation; "complete" needs every planned task recorded."""
+        values = {
+            "status": _choice(status, FINISHED_EVALUATION_STATUSES, "evaluation status"),
+            "mean": _finite(mean, "mean"),
+            "ci_low": _finite(ci_low, "ci_low"),
+            "ci_high": _finite(ci_high, "ci_high"),
+        }
+        if not ci_low <= ci_high:
+            raise ArchiveError(f"ci_low {ci_low} is above ci_high {ci_high}")
+        with self._session() as session:
+            row = self._evaluation_row(session, evaluation_id, lock=True)
+            if status == "complete":
+                n_done = session.exec(
+                    select(func.count())
+                    .select_from(TaskResultRow)
+                    .where(col(TaskResultRow.evaluation_id) == evaluation_id)
+                ).one()
+                if n_done != row.n_planned:
+                    raise ArchiveError(
+                        f"evaluation {evaluation_id} has {n_done} of {row.n_planned} task results: "
+                        "it cannot be complete"
+                    )
+            _refresh_totals(session, evaluation_id, **values)
+            session.commit()
+            session.refresh(row)
+            return _evaluation_record(row)
+
+    def add_run_entry(
+        self, *, run_name: str, agent_hash: str, evaluation_id: int, trial_number: int | None
+    ) -> None:
+        """Notes that a run used an evaluation; a repeat call keeps the first trial number."""
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            evaluation = self._evaluation_row(session, evaluation_id)
+            if evaluation.agent_hash != agent_hash:
+                raise ArchiveError(
+                    f"evaluation {evaluation_id} is of agent {evaluation.agent_hash}, "
+                    f"not {agent_hash}"
+                )
+            row = RunEntryRow(
+                run_id=_ident(run.id),
+                agent_hash=agent_hash,
+                evaluation_id=evaluation_id,
+                trial_number=None if trial_number is None else _int(trial_number, "trial_number"),
+                created_at=_now(),
+            )
+            query = select(RunEntryRow).where(
+                col(RunEntryRow.run_id) == run.id,
+                col(RunEntryRow.evaluation_id) == evaluation_id,
+            )
+            _get_or_insert(session, row, lambda: session.exec(query).first())
+
+    # -- reports ------------------------------------------------------------------------------
+
+    def leaderboard(
+        self,
+        *,
+        run_name: str | None = None,
+        benchmark: str | None = None,
+        split: str = "search",
+        limit: int = 20,
+    ) -> list[LeaderboardRow]:
+        """Complete evaluations, best mean first; equal means rank the cheaper agent higher."""
+        _choice(split, SPLITS, "split")
+        if _int(limit, "limit") < 1:
+            raise ArchiveError(f"limit must be at least 1, not {limit}")
+        query = (
+            select(EvaluationRow, AgentRow.spec)
+            .join(AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash))
+            .where(col(EvaluationRow.split) == split, col(EvaluationRow.status) == "complete")
+        )
+        if benchmark is not None:
+            query = query.where(col(EvaluationRow.benchmark) == benchmark)
+        with self._session() as session:
+            if run_name is not None:
+                run = self._run_row(session, run_name)
+                query = query.join(
+                    RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id)
+                ).where(col(RunEntryRow.run_id) == run.id)
+            query = query.order_by(
+                col(EvaluationRow.mean).desc(),
+                col(EvaluationRow.cost),
+                col(EvaluationRow.prompt_tokens) + col(EvaluationRow.completion_tokens),
+                col(EvaluationRow.agent_hash),
+                col(EvaluationRow.id),
+            ).limit(limit)
+            return [
+                _leaderboard_row(rank, evaluation, spec)
+                for rank, (evaluation, spec) in enumerate(session.exec(query), start=1)
+            ]
+
+    def run_totals(self, run_name: str) -> RunTotals:
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            evaluations = session.exec(
+                select(EvaluationRow)
+                .join(RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id))
+                .where(col(RunEntryRow.run_id) == run.id)
+            ).all()
+        return RunTotals(
+            run_name=run_name,
+            n_agents=len({row.agent_hash for row in evaluations}),
+            n_complete=len({row.agent_hash for row in evaluations if row.status == "complete"}),
+            prompt_tokens=sum(row.prompt_tokens for row in evaluations),
+            completion_tokens=sum(row.completion_tokens for row in evaluations),
+            cost=sum(row.cost for row in evaluations),
+            wall_s=sum(row.wall_s for row in evaluations),
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _session(self) -> Session:
+        # Rows stay readable after commit, so records can be built from them without a reload.
+        return Session(self._engine, expire_on_commit=False)
+
+    def _set_up(self, conn: Connection) -> None:
+        """Checks that the database is an archive this code reads, turning an empty one into one."""
+        _lock_for_set_up(conn)
+        tables = set(inspect(conn).get_table_names())
+        if MetaRow.__tablename__ in tables:
+            meta = dict(conn.execute(select(MetaRow.key, MetaRow.value)).all())
+            self._check_meta(meta)
+            return
+        foreign = sorted(tables - OPTUNA_TABLES)
+        if foreign:
+            raise ArchiveError(
+                f"{self._shown_url} is not an agentdesign archive: it has no ad_meta table "
+                f"but other tables ({_listing(foreign)})"
+            )
+        metadata.create_all(conn)
+        conn.execute(
+            insert(MetaRow),
+            [
+                {"key": "schema_version", "value": str(SCHEMA_VERSION)},
+                {"key": "created_by", "value": _CREATED_BY},
+            ],
+        )
+
+    def _check_meta(self, meta: Mapping[str, str]) -> None:
+        if meta.get("created_by") != _CREATED_BY:
+            raise ArchiveError(
+                f"{self._shown_url} is not an agentdesign archive: its ad_meta was not written "
+                "by agentdesign"
+            )
+        version = meta.get("schema_version", "")
+        if not version.isdigit():
+            raise ArchiveError(f"{self._shown_url} has an unreadable schema_version {version!r}")
+        if int(version) > SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self._shown_url} has archive schema {version}, newer than the {SCHEMA_VERSION} "
+                "this agentdesign knows: upgrade agentdesign"
+            )
+
+    def _run_row(self, session: Session, name: str) -> RunRow:
+        row = session.exec(select(RunRow).where(col(RunRow.name) == name)).first()
+        if row is None:
+            names = list(session.exec(select(RunRow.name).order_by(col(RunRow.name))))
+            known = f"runs: {_listing(names)}" if names else "the archive has no runs yet"
+            raise ArchiveError(f"no run named {name!r} ({known})")
+        return row
+
+    def _agent_row(self, session: Session, spec_hash: str) -> AgentRow:
+        row = _find_agent(session, spec_hash)
+        if row is None:
+            raise ArchiveError(f"no agent with spec hash {spec_hash!r} in {self._shown_url}")
+        return row
+
+    def _evaluation_row(
+        self, session: Session, evaluation_id: int, *, lock: bool = False
+    ) -> EvaluationRow:
+        """Reads an evaluation; `lock` makes concurrent writers of its task results take turns."""
+        query = select(EvaluationRow).where(col(EvaluationRow.id) == evaluation_id)
+        row = session.exec(query.with_for_update() if lock else query).first()
+        if row is None:
+            raise ArchiveError(f"no evaluation with id {evaluation_id} in {self._shown_url}")
+        return row
+
+
+def _normalize_url(url: str) -> URL:
+    """A URL as given, or a plain file path as the absolute SQLite URL that optuna can share."""
+    if "://" not in url:
+        return URL.create("sqlite", database=str(Path(url).expanduser().resolve()))
+    try:
+        return make_url(url)
+    except ArgumentError as err:
+        raise ArchiveError(f"cannot parse the archive URL: {err}") from None
+
+
+def _configure_sqlite(dbapi_connection: Any, _connection_record: Any) -> None:
+    """Lets writers queue instead of failing, readers read while one writes, and enforces keys."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _lock_for_set_up(conn: Connection) -> None:
+    """Makes processes that open a new archive at once take turns, so only one creates it."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_SETUP_LOCK_KEY})")
+    elif conn.dialect.name == "sqlite":
+        # pysqlite opens no transaction before DDL by itself; this one takes the write lock.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _get_or_insert(session: Session, row: _Row, find: Callable[[], _Row | None]) -> _Row:
+    """The row `find` locates, else `row` inserted and committed; if another process inserts the
+    same key in between, its row (the unique key rejects ours)."""
+    existing = find()
+    if existing is not None:
+        return existing
+    session.add(row)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        winner = find()
+        if winner is None:
+            raise
+        return winner
+    return row
+
+
+def _find_agent(session: Session, spec_hash: str) -> AgentRow | None:
+    return session.exec(select(AgentRow).where(col(AgentRow.spec_hash) == spec_hash)).first()
+
+
+def _refresh_totals(session: Session, evaluation_id: int, **values: Any) -> None:
+    """Recomputes an evaluation's counts and sums from its task results (and sets `values`)."""
+    results = select(TaskResultRow).where(col(TaskResultRow.evaluation_id) == evaluation_id)
+    subquery = results.subquery()
+
+    def total(column: Any) -> Any:
+        return select(func.coalesce(func.sum(column), 0)).select_from(subquery).scalar_subquery()
+
+    session.exec(
+        update(EvaluationRow)
+        .where(col(EvaluationRow.id) == evaluation_id)
+        .values(
+            n_done=select(func.count()).select_from(subquery).scalar_subquery(),
+            prompt_tokens=total(subquery.c.prompt_tokens),
+            completion_tokens=total(subquery.c.completion_tokens),
+            cost=total(subquery.c.cost),
+            wall_s=total(subquery.c.latency_s),
+            updated_at=_now(),
+            **values,
+        )
+    )
+
+
+def _task_set_digest(sorted_ids: Sequence[str]) -> str:
+    # JSON keeps ids that contain separators apart: ["a,b"] and ["a", "b"] differ.
+    return hashlib.sha256(json.dumps(list(sorted_ids)).encode()).hexdigest()
+
+
+# -- input checks: each returns the value it accepts or raises ArchiveError before any write ----
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ArchiveError(f"{what} must be a non-empty string, not {value!r}")
+    return value
+
+
+def _optional_text(value: object, what: str) -> str | None:
+    return None if value is None else _text(value, what)
+
+
+def _int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArchiveError(f"{what} must be an integer, not {value!r}")
+    return value
+
+
+def _count(value: object, what: str) -> int:
+    count = _int(value, what)
+    if count < 0:
+        raise ArchiveError(f"{what} must not be negative, not {value!r}")
+    return count
+
+
+def _finite(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ArchiveError(f"{what} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _non_negative(value: object, what: str) -> float:
+    number = _finite(value, what)
+    if number < 0:
+        raise ArchiveError(f"{what} must not be negative, not {value!r}")
+    return number
+
+
+def _choice(value: str, options: Sequence[str], what: str) -> str:
+    if value not in options:
+        raise ArchiveError(f"{what} must be one of {', '.join(options)}, not {value!r}")
+    return value
+
+
+def _task_ids(ids: Sequence[str], what: str, *, allow_empty: bool = False) -> list[str]:
+    if isinstance(ids, str):
+        raise ArchiveError(f"{what} must be a sequence of task ids, not the string {ids!r}")
+    checked = [_text(task_id, f"a task id in {what}") for task_id in ids]
+    if not checked and not allow_empty:
+        raise ArchiveError(f"{what} is empty")
+    if len(set(checked)) != len(checked):
+        repeated = sorted({task_id for task_id in checked if checked.count(task_id) > 1})
+        raise ArchiveError(f"{what} repeats task ids: {_listing(repeated)}")
+    return checked
+
+
+def _task_result_row(evaluation_id: int, result: TaskResultRecord) -> TaskResultRow:
+    return TaskResultRow(
+        evaluation_id=evaluation_id,
+        task_id=_text(result.task_id, "task_id"),
+        output=_string(result.output, "output"),
+        answer=_string(result.answer, "answer"),
+        score=_finite(result.score, "score"),
+        prompt_tokens=_count(result.prompt_tokens, "prompt_tokens"),
+        completion_tokens=_count(result.completion_tokens, "completion_tokens"),
+        cost=_non_negative(result.cost, "cost"),
+        latency_s=_non_negative(result.latency_s, "latency_s"),
+        error_kind=_optional_text(result.error_kind, "error_kind"),
+        error=None if result.error is None else _string(result.error, "error"),
+        created_at=_now(),
+    )
+
+
+def _string(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise ArchiveError(f"{what} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _json_object(value: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """A plain-JSON copy, so that the stored value cannot change under the caller's later edits."""
+    if not isinstance(value, Mapping):
+        raise ArchiveError(f"{what} must be a mapping, not {type(value).__name__}")
+    try:
+        copy: dict[str, Any] = json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise ArchiveError(f"{what} is not plain JSON: {err}") from None
+    return copy
+
+
+def _listing(names: Sequence[str], most: int = 10) -> str:
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown}, ... ({len(names) - most} more)"
+
+
+def _first_line(err: SQLAlchemyError) -> str:
+    message = str(err.orig) if isinstance(err, DBAPIError) else str(err)
+    lines = message.strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite returns timestamps without a zone, PostgreSQL in the session's zone: make both UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+# -- rows to records ------------------------------------------------------------------------------
+
+
+def _ident(row_id: int | None) -> int:
+    assert row_id is not None, "records are built from stored rows only"
+    return row_id
+
+
+def _run_record(row: RunRow) -> RunRecord:
+    return RunRecord(
+        id=_ident(row.id),
+        name=row.name,
+        benchmark=row.benchmark,
+        model=row.model,
+        strategy=row.strategy,
+        budget=row.budget,
+        config=row.config,
+        split_seed=row.split_seed,
+        search_task_ids=tuple(row.search_task_ids),
+        holdout_task_ids=tuple(row.holdout_task_ids),
+        status=row.status,
+        elapsed_s=row.elapsed_s,
+        created_at=_utc(row.created_at),
+        updated_at=_utc(row.updated_at),
+    )
+
+
+def _agent_record(row: AgentRow) -> AgentRecord:
+    return AgentRecord(
+        id=_ident(row.id),
+        spec_hash=row.spec_hash,
+        spec=row.spec,
+        parent_hash=row.parent_hash,
+        operator=row.operator,
+        created_at=_utc(row.created_at),
+    )
+
+
+def _evaluation_record(row: EvaluationRow) -> EvaluationRecord:
+    return EvaluationRecord(
+        id=_ident(row.id),
+        agent_hash=row.agent_hash,
+        benchmark=row.benchmark,
+        task_set=row.task_set,
+        task_ids=tuple(row.task_ids),
+        split=row.split,
+        n_planned=row.n_planned,
+        n_done=row.n_done,
+        mean=row.mean,
+        ci_low=row.ci_low,
+        ci_high=row.ci_high,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        cost=row.cost,
+        wall_s=row.wall_s,
+        status=row.status,
+        created_at=_utc(row.created_at),
+        updated_at=_utc(row.updated_at),
+    )
+
+
+def _task_result_record(row: TaskResultRow) -> TaskResultRecord:
+    return TaskResultRecord(
+        task_id=row.task_id,
+        output=row.output,
+        answer=row.answer,
+        score=row.score,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        cost=row.cost,
+        latency_s=row.latency_s,
+        error_kind=row.error_kind,
+        error=row.error,
+    )
+
+
+def _leaderboard_row(rank: int, row: EvaluationRow, spec: Mapping[str, Any]) -> LeaderboardRow:
+    # finish_evaluation sets all three before it marks an evaluation complete.
+    assert row.mean is not None and row.ci_low is not None and row.ci_high is not None
+    return LeaderboardRow(
+        rank=rank,
+        agent_hash=row.agent_hash,
+        spec=spec,
+        evaluation_id=_ident(row.id),
+        benchmark=row.benchmark,
+        mean=row.mean,
+        ci_low=row.ci_low,
+        ci_high=row.ci_high,
+        n_tasks=row.n_done,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        cost=row.cost,
+        wall_s=row.wall_s,
+        status=row.status,
+    )

@@ -1,0 +1,118 @@
+"""Frozen snapshots of archive rows.
+
+The archive hands out these instead of ORM rows (as optuna hands out FrozenTrial), so that no
+caller holds a live row bound to a closed session or edits the database by accident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "AgentRecord",
+    "EvaluationRecord",
+    "LeaderboardRow",
+    "RunRecord",
+    "RunTotals",
+    "TaskResultRecord",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    id: int
+    name: str
+    benchmark: str
+    model: str
+    strategy: str
+    budget: Mapping[str, Any]
+    config: Mapping[str, Any]
+    split_seed: int
+    search_task_ids: tuple[str, ...]
+    holdout_task_ids: tuple[str, ...]
+    status: str
+    elapsed_s: float
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRecord:
+    id: int
+    spec_hash: str
+    spec: Mapping[str, Any]
+    parent_hash: str | None
+    operator: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationRecord:
+    """One agent on one task set; totals sum its task results (`wall_s` sums their latencies)."""
+
+    id: int
+    agent_hash: str
+    benchmark: str
+    task_set: str
+    task_ids: tuple[str, ...]
+    split: str
+    n_planned: int
+    n_done: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    wall_s: float
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResultRecord:
+    task_id: str
+    output: str
+    answer: str
+    score: float
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency_s: float
+    error_kind: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardRow:
+    rank: int
+    agent_hash: str
+    spec: Mapping[str, Any]
+    evaluation_id: int
+    benchmark: str
+    mean: float
+    ci_low: float
+    ci_high: float
+    n_tasks: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    wall_s: float
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunTotals:
+    """What a run's evaluations cost, reused ones included: the archive does not know who paid."""
+
+    run_name: str
+    n_agents: int
+    n_complete: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    wall_s: float

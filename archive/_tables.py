@@ -1,0 +1,180 @@
+"""The archive's database tables (schema version 1).
+
+Every table name starts with `ad_` because the optuna study of each run lives in the same database
+and owns its own unprefixed tables (and `alembic_version`). Stored JSON is written once and never
+edited in place: SQLAlchemy does not notice in-place edits of a JSON value.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, Index, MetaData, Text, UniqueConstraint
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "OPTUNA_TABLES",
+    "SCHEMA_VERSION",
+    "AgentRow",
+    "EvaluationRow",
+    "MetaRow",
+    "RunEntryRow",
+    "RunRow",
+    "TaskResultRow",
+    "metadata",
+]
+
+SCHEMA_VERSION = 1
+
+# The tables optuna 5's RDBStorage creates in a database it shares with the archive; an archive may
+# hold them, any other foreign table means the database belongs to something else.
+OPTUNA_TABLES = frozenset(
+    {
+        "alembic_version",
+        "studies",
+        "study_directions",
+        "study_system_attributes",
+        "study_user_attributes",
+        "trial_heartbeats",
+        "trial_intermediate_values",
+        "trial_params",
+        "trial_system_attributes",
+        "trial_user_attributes",
+        "trial_values",
+        "trials",
+        "version_info",
+    }
+)
+
+# Named constraints let later alembic migrations (SQLite batch mode in particular) refer to them.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class _Table(SQLModel, registry=registry(metadata=metadata)):
+    """Base with its own metadata: `create_all` touches the archive's tables and nobody else's."""
+
+
+def _json_column() -> Any:
+    return Field(sa_column=Column(JSON, nullable=False))
+
+
+def _timestamp() -> Any:
+    return Field(sa_type=DateTime(timezone=True))
+
+
+class MetaRow(_Table, table=True):
+    __tablename__ = "ad_meta"
+
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class RunRow(_Table, table=True):
+    __tablename__ = "ad_run"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(unique=True)
+    benchmark: str
+    model: str
+    strategy: str
+    budget: dict[str, Any] = _json_column()
+    config: dict[str, Any] = _json_column()
+    split_seed: int
+    search_task_ids: list[str] = _json_column()
+    holdout_task_ids: list[str] = _json_column()
+    status: str
+    elapsed_s: float
+    created_at: datetime = _timestamp()
+    updated_at: datetime = _timestamp()
+
+
+class AgentRow(_Table, table=True):
+    __tablename__ = "ad_agent"
+
+    id: int | None = Field(default=None, primary_key=True)
+    spec_hash: str = Field(unique=True, index=True)
+    spec: dict[str, Any] = _json_column()
+    parent_hash: str | None = Field(default=None, index=True)
+    operator: str | None = None
+    created_at: datetime = _timestamp()
+
+
+class EvaluationRow(_Table, table=True):
+    """One agent on one set of tasks; the unique key lets every run reuse it, not pay again.
+
+    The totals are recomputed from the task results each time one is added, so the spend of an
+    unfinished evaluation is known too.
+    """
+
+    __tablename__ = "ad_evaluation"
+    # The unique index leads with agent_hash and so also serves lookups by agent.
+    __table_args__ = (
+        UniqueConstraint("agent_hash", "benchmark", "task_set"),
+        Index("ix_ad_evaluation_leaderboard", "split", "status", "benchmark", "mean"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent_hash: str = Field(foreign_key="ad_agent.spec_hash")
+    benchmark: str
+    task_set: str
+    task_ids: list[str] = _json_column()
+    split: str
+    n_planned: int
+    n_done: int = 0
+    mean: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    wall_s: float = 0.0
+    status: str
+    created_at: datetime = _timestamp()
+    updated_at: datetime = _timestamp()
+
+
+class TaskResultRow(_Table, table=True):
+    __tablename__ = "ad_task_result"
+    # The unique index leads with evaluation_id and so also serves lookups by evaluation.
+    __table_args__ = (UniqueConstraint("evaluation_id", "task_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    evaluation_id: int = Field(foreign_key="ad_evaluation.id")
+    task_id: str
+    output: str = Field(sa_type=Text)
+    answer: str = Field(sa_type=Text)
+    score: float
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency_s: float
+    error_kind: str | None = None
+    error: str | None = Field(default=None, sa_type=Text)
+    created_at: datetime = _timestamp()
+
+
+class RunEntryRow(_Table, table=True):
+    """Links a run to an evaluation it used, whether it paid for it or reused it.
+
+    Unique per (run, evaluation) rather than per (run, agent): a run's best agents get a second,
+    holdout evaluation, and both must be found from the run.
+    """
+
+    __tablename__ = "ad_run_entry"
+    __table_args__ = (UniqueConstraint("run_id", "evaluation_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="ad_run.id")
+    agent_hash: str = Field(foreign_key="ad_agent.spec_hash", index=True)
+    evaluation_id: int = Field(foreign_key="ad_evaluation.id", index=True)
+    trial_number: int | None = None
+    created_at: datetime = _timestamp()

@@ -1,0 +1,674 @@
+"""The archive, as one suite run against SQLite and PostgreSQL.
+
+PostgreSQL tests use the server named by AGENTDESIGN_TEST_POSTGRES_URL, each in a fresh schema.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from agentdesign.archive import (
+    AgentRecord,
+    Archive,
+    ArchiveError,
+    EvaluationRecord,
+    RunTotals,
+    TaskResultRecord,
+)
+from agentdesign.components._errors import AgentDesignError
+from sqlalchemy import create_engine, event, inspect, make_url, text
+from sqlalchemy.exc import OperationalError
+
+POSTGRES_URL = os.environ.get(
+    "AGENTDESIGN_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
+)
+TASKS = ("t1", "t2", "t3")
+HOLDOUT = ("h1", "h2")
+SPEC = {"model": "fake", "prompt": "plain", "params": {"temperature": 0.0}}
+
+_T = TypeVar("_T")
+
+
+@pytest.fixture(scope="session")
+def postgres_schema() -> Iterator[Callable[[], str]]:
+    """Makes the URL of a fresh, empty schema per call; drops them all at the end, in one go."""
+    engine = create_engine(POSTGRES_URL)
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as err:
+        engine.dispose()
+        reason = str(err.orig).strip().splitlines()[0]
+        message = (
+            f"PostgreSQL at {make_url(POSTGRES_URL)!s} is unreachable ({reason}); point "
+            "AGENTDESIGN_TEST_POSTGRES_URL at a server (a SQLAlchemy URL) to run these tests"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    schemas: list[str] = []
+
+    def new_schema() -> str:
+        schema = f"test_archive_{uuid.uuid4().hex[:12]}"
+        with engine.begin() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        schemas.append(schema)
+        url = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+        return url.render_as_string(hide_password=False)
+
+    yield new_schema
+    with engine.begin() as conn:
+        for schema in schemas:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database: a SQLite file, or a PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'archive.db'}"
+    new_schema: Callable[[], str] = request.getfixturevalue("postgres_schema")
+    return new_schema()
+
+
+@pytest.fixture
+def archive(archive_url: str) -> Iterator[Archive]:
+    with Archive(archive_url) as opened:
+        yield opened
+
+
+def _result(task_id: str, score: float = 1.0, **changes: Any) -> TaskResultRecord:
+    result = TaskResultRecord(
+        task_id=task_id,
+        output=f"output of {task_id}",
+        answer="42",
+        score=score,
+        prompt_tokens=10,
+        completion_tokens=5,
+        cost=0.01,
+        latency_s=0.5,
+    )
+    return replace(result, **changes)
+
+
+def _create_run(archive: Archive, name: str = "run-1") -> None:
+    archive.create_run(
+        name=name,
+        benchmark="arith",
+        model="fake",
+        strategy="random",
+        budget={"max_trials": 10, "max_cost": 1.5},
+        config={"holdout_fraction": 0.4, "tags": ["a", "b"]},
+        split_seed=7,
+        search_task_ids=list(TASKS),
+        holdout_task_ids=HOLDOUT,
+    )
+
+
+def _evaluated(
+    archive: Archive,
+    spec_hash: str,
+    mean: float,
+    *,
+    cost: float = 0.01,
+    status: str = "complete",
+    split: str = "search",
+    run_name: str | None = None,
+) -> EvaluationRecord:
+    """An agent with a finished evaluation on its split's tasks, linked to `run_name` if given."""
+    task_ids = TASKS if split == "search" else HOLDOUT
+    archive.add_agent(spec={**SPEC, "id": spec_hash}, spec_hash=spec_hash)
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash=spec_hash, benchmark="arith", task_ids=task_ids, split=split
+    )
+    for task_id in task_ids:
+        archive.add_task_result(evaluation.id, _result(task_id, mean, cost=cost))
+    if run_name is not None:
+        archive.add_run_entry(
+            run_name=run_name, agent_hash=spec_hash, evaluation_id=evaluation.id, trial_number=0
+        )
+    return archive.finish_evaluation(
+        evaluation.id, status=status, mean=mean, ci_low=mean - 0.1, ci_high=mean + 0.1
+    )
+
+
+def _in_threads(count: int, work: Callable[[int], _T]) -> list[_T]:
+    """Runs `work(i)` in `count` threads released together; re-raises the first failure."""
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait()
+            results[index] = work(index)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+# -- opening -------------------------------------------------------------------------------------
+
+
+def test_new_archive_has_meta_and_prefixed_tables(archive: Archive) -> None:
+    engine = create_engine(archive.url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+        with engine.connect() as conn:
+            meta = {
+                key: value for key, value in conn.execute(text("SELECT key, value FROM ad_meta"))
+            }
+    finally:
+        engine.dispose()
+    assert tables == {
+        "ad_meta",
+        "ad_run",
+        "ad_agent",
+        "ad_evaluation",
+        "ad_task_result",
+        "ad_run_entry",
+    }
+    assert meta == {"schema_version": "1", "created_by": "agentdesign"}
+
+
+def test_reopened_archive_finds_everything(archive_url: str) -> None:
+    with Archive(archive_url) as archive:
+        _create_run(archive)
+        evaluation = _evaluated(archive, "a1", 0.8, run_name="run-1")
+        before = (
+            archive.get_run("run-1"),
+            archive.get_agent("a1"),
+            archive.task_results(evaluation.id),
+            archive.leaderboard(run_name="run-1"),
+        )
+    with Archive(archive_url) as archive:
+        after = (
+            archive.get_run("run-1"),
+            archive.get_agent("a1"),
+            archive.task_results(evaluation.id),
+            archive.leaderboard(run_name="run-1"),
+        )
+        assert archive.get_evaluation(evaluation.id) == evaluation
+    assert after == before
+
+
+def test_file_path_opens_as_absolute_sqlite_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Archive("runs.db") as archive:
+        _create_run(archive)
+        assert archive.url == f"sqlite:///{tmp_path / 'runs.db'}"
+    with Archive(str(tmp_path / "runs.db")) as archive:
+        assert [run.name for run in archive.list_runs()] == ["run-1"]
+    engine = create_engine(f"sqlite:///{tmp_path / 'runs.db'}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    engine.dispose()
+
+
+def test_optuna_tables_in_the_same_database_are_accepted(archive_url: str) -> None:
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(archive_url)  # optuna first: its tables are not foreign
+    optuna.create_study(storage=storage, study_name="run-1").optimize(lambda t: 0.0, n_trials=1)
+    storage.engine.dispose()
+    with Archive(archive_url) as archive:
+        _create_run(archive)
+    with Archive(archive_url) as archive:
+        assert archive.get_run("run-1").name == "run-1"
+        study = optuna.load_study(study_name="run-1", storage=archive.url)
+        assert len(study.trials) == 1
+
+
+def test_database_of_something_else_is_refused(archive_url: str) -> None:
+    engine = create_engine(archive_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE customers (id INTEGER PRIMARY KEY)"))
+    with pytest.raises(ArchiveError, match="is not an agentdesign archive"):
+        Archive(archive_url)
+    try:
+        assert set(inspect(engine).get_table_names()) == {"customers"}
+    finally:
+        engine.dispose()
+
+
+def test_newer_schema_is_refused(archive_url: str) -> None:
+    Archive(archive_url).close()
+    engine = create_engine(archive_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE ad_meta SET value = '2' WHERE key = 'schema_version'"))
+    engine.dispose()
+    with pytest.raises(ArchiveError, match="newer"):
+        Archive(archive_url)
+
+
+def test_archives_opened_at_once_create_one_schema(archive_url: str) -> None:
+    archives = _in_threads(4, lambda _: Archive(archive_url))
+    for archive in archives:
+        archive.close()
+    with Archive(archive_url) as archive:
+        _create_run(archive)
+        assert len(archive.list_runs()) == 1
+
+
+def test_garbage_file_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    path.write_text("these are my notes, not a database\n" * 20)
+    with pytest.raises(ArchiveError, match="file is not a database"):
+        Archive(str(path))
+    assert path.read_text() == "these are my notes, not a database\n" * 20
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("foo://somewhere/db", "unknown database URL scheme 'foo'"),
+        ("postgresql+psycopg2://postgres@127.0.0.1:1/test", "cannot open archive"),
+        ("sqlite:////nonexistent-dir/sub/archive.db", "unable to open database file"),
+    ],
+)
+def test_unusable_urls_raise_one_line(url: str, message: str) -> None:
+    with pytest.raises(ArchiveError, match=message) as caught:
+        Archive(url)
+    assert "\n" not in str(caught.value)
+    assert isinstance(caught.value, AgentDesignError)
+
+
+def test_missing_driver_is_named() -> None:
+    if importlib.util.find_spec("pg8000") is not None:
+        pytest.skip("pg8000 is installed here")
+    with pytest.raises(ArchiveError, match="driver is not installed"):
+        Archive("postgresql+pg8000://postgres@127.0.0.1/test")
+
+
+def test_password_stays_out_of_messages() -> None:
+    with pytest.raises(ArchiveError) as caught:
+        Archive("postgresql+psycopg2://postgres:hunter2@127.0.0.1:1/test")
+    assert "hunter2" not in str(caught.value)
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+def test_run_round_trip(archive: Archive) -> None:
+    _create_run(archive)
+    run = archive.get_run("run-1")
+    assert (run.name, run.benchmark, run.model, run.strategy) == (
+        "run-1",
+        "arith",
+        "fake",
+        "random",
+    )
+    assert run.budget == {"max_trials": 10, "max_cost": 1.5}
+    assert run.config == {"holdout_fraction": 0.4, "tags": ["a", "b"]}
+    assert (run.split_seed, run.search_task_ids, run.holdout_task_ids) == (7, TASKS, HOLDOUT)
+    assert (run.status, run.elapsed_s) == ("running", 0.0)
+    assert run.created_at.tzinfo is UTC and run.updated_at >= run.created_at
+    assert archive.list_runs() == [run]
+
+
+def test_update_run_accumulates_elapsed_time(archive: Archive) -> None:
+    _create_run(archive)
+    archive.update_run("run-1", add_elapsed_s=1.5)
+    archive.update_run("run-1", status="failed", add_elapsed_s=2.0)
+    run = archive.update_run("run-1", status="running", add_elapsed_s=0.5)
+    assert (run.status, run.elapsed_s) == ("running", 4.0)
+    assert archive.get_run("run-1") == run
+
+
+def test_duplicate_run_name_is_refused(archive: Archive) -> None:
+    _create_run(archive)
+    with pytest.raises(ArchiveError, match="already exists"):
+        _create_run(archive)
+    assert len(archive.list_runs()) == 1
+
+
+def test_missing_run_message_lists_runs(archive: Archive) -> None:
+    with pytest.raises(ArchiveError, match=r"no run named 'nope' \(the archive has no runs yet\)"):
+        archive.get_run("nope")
+    _create_run(archive, "beta")
+    _create_run(archive, "alpha")
+    for call in (
+        lambda: archive.get_run("nope"),
+        lambda: archive.update_run("nope", status="finished"),
+        lambda: archive.run_totals("nope"),
+        lambda: archive.leaderboard(run_name="nope"),
+    ):
+        with pytest.raises(ArchiveError, match=r"no run named 'nope' \(runs: alpha, beta\)"):
+            call()
+
+
+def test_bad_run_input_writes_nothing(archive: Archive) -> None:
+    valid: dict[str, Any] = {
+        "name": "run-1",
+        "benchmark": "arith",
+        "model": "fake",
+        "strategy": "random",
+        "budget": {},
+        "config": {},
+        "split_seed": 0,
+        "search_task_ids": ["t1"],
+        "holdout_task_ids": [],
+    }
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"holdout_task_ids": ["t1"]}, "both the search and the holdout"),
+        ({"search_task_ids": ["t1", "t1"]}, "repeats task ids: t1"),
+        ({"search_task_ids": []}, "search_task_ids is empty"),
+        ({"search_task_ids": "t1"}, "not the string"),
+        ({"budget": {"max_cost": math.nan}}, "budget is not plain JSON"),
+        ({"config": {"model": object()}}, "config is not plain JSON"),
+        ({"name": ""}, "run name must be a non-empty string"),
+        ({"split_seed": "7"}, "split_seed must be an integer"),
+    ]
+    for changes, message in cases:
+        with pytest.raises(ArchiveError, match=message):
+            archive.create_run(**{**valid, **changes})
+    assert archive.list_runs() == []
+
+
+def test_bad_run_update_changes_nothing(archive: Archive) -> None:
+    _create_run(archive)
+    before = archive.get_run("run-1")
+    with pytest.raises(ArchiveError, match="run status must be one of"):
+        archive.update_run("run-1", status="paused", add_elapsed_s=1.0)
+    with pytest.raises(ArchiveError, match="must not be negative"):
+        archive.update_run("run-1", add_elapsed_s=-1.0)
+    assert archive.get_run("run-1") == before
+
+
+# -- agents --------------------------------------------------------------------------------------
+
+
+def test_agent_round_trip_and_idempotency(archive: Archive) -> None:
+    parent = archive.add_agent(spec=SPEC, spec_hash="p")
+    child = archive.add_agent(
+        spec={**SPEC, "prompt": "cot"}, spec_hash="c", parent_hash="p", operator="mutate"
+    )
+    assert (parent.spec, parent.parent_hash, parent.operator) == (SPEC, None, None)
+    assert (child.spec["prompt"], child.parent_hash, child.operator) == ("cot", "p", "mutate")
+    assert archive.get_agent("c") == child
+    assert archive.add_agent(spec=SPEC, spec_hash="p", operator="ignored") == parent
+
+
+def test_same_hash_with_another_spec_is_refused(archive: Archive) -> None:
+    archive.add_agent(spec=SPEC, spec_hash="h")
+    with pytest.raises(ArchiveError, match="different spec"):
+        archive.add_agent(spec={**SPEC, "prompt": "other"}, spec_hash="h")
+    assert archive.get_agent("h").spec == SPEC
+
+
+def test_stored_spec_is_a_copy(archive: Archive) -> None:
+    spec: dict[str, Any] = {"params": {"k": [1, 2]}}
+    archive.add_agent(spec=spec, spec_hash="h")
+    spec["params"]["k"].append(3)
+    assert archive.get_agent("h").spec == {"params": {"k": [1, 2]}}
+
+
+def test_missing_agent_raises(archive: Archive) -> None:
+    with pytest.raises(ArchiveError, match="no agent with spec hash 'nope'"):
+        archive.get_agent("nope")
+    with pytest.raises(ArchiveError, match="no agent with spec hash 'nope'"):
+        archive.get_or_create_evaluation(
+            agent_hash="nope", benchmark="arith", task_ids=TASKS, split="search"
+        )
+
+
+def test_concurrent_insert_of_the_same_agent_is_read_back(archive_url: str) -> None:
+    """The other archive inserts the hash between this one's lookup and its insert."""
+    with Archive(archive_url) as first, Archive(archive_url) as second:
+        raced: list[Any] = []
+
+        def insert_first(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            if statement.startswith("INSERT INTO ad_agent") and not raced:
+                raced.append(second.add_agent(spec=SPEC, spec_hash="h", operator="second"))
+
+        event.listen(first._engine, "before_cursor_execute", insert_first)
+        record = first.add_agent(spec=SPEC, spec_hash="h", operator="first")
+        assert raced == [record]
+        assert record.operator == "second"
+
+
+def test_agents_added_from_many_threads_are_stored_once(archive_url: str) -> None:
+    with Archive(archive_url) as first, Archive(archive_url) as second:
+        for hash_ in ("h1", "h2", "h3", "h4", "h5"):
+
+            def add(index: int, hash_: str = hash_) -> AgentRecord:
+                return (first, second)[index % 2].add_agent(spec=SPEC, spec_hash=hash_)
+
+            assert len({record.id for record in _in_threads(6, add)}) == 1
+
+
+# -- evaluations ---------------------------------------------------------------------------------
+
+
+def test_evaluation_is_reused_whatever_the_task_order(archive: Archive) -> None:
+    archive.add_agent(spec=SPEC, spec_hash="a")
+    first = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=["t3", "t1", "t2"], split="search"
+    )
+    again = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=TASKS, split="holdout"
+    )
+    other = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=["t1"], split="holdout"
+    )
+    assert again == first
+    assert other.id != first.id and other.task_set != first.task_set
+    assert (first.task_ids, first.split, first.n_planned, first.n_done) == (TASKS, "search", 3, 0)
+    assert (first.status, first.mean, first.prompt_tokens, first.cost) == ("running", None, 0, 0.0)
+    assert archive.get_evaluation(first.id) == first
+
+
+def test_evaluations_created_from_many_threads_are_one(archive_url: str) -> None:
+    with Archive(archive_url) as first, Archive(archive_url) as second:
+        first.add_agent(spec=SPEC, spec_hash="a")
+        records = _in_threads(
+            6,
+            lambda i: (first, second)[i % 2].get_or_create_evaluation(
+                agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+            ),
+        )
+        assert len({record.id for record in records}) == 1
+
+
+def test_task_results_are_recorded_once(archive: Archive) -> None:
+    archive.add_agent(spec=SPEC, spec_hash="a")
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+    )
+    failed = _result("t2", 0.0, error_kind="timeout", error="took too long\nline 2")
+    assert archive.add_task_result(evaluation.id, _result("t1")) is True
+    assert archive.add_task_result(evaluation.id, failed) is True
+    assert archive.add_task_result(evaluation.id, _result("t1", 0.0, cost=9.0)) is False
+    assert archive.task_results(evaluation.id) == {"t1": _result("t1"), "t2": failed}
+    running = archive.get_evaluation(evaluation.id)
+    assert (running.n_done, running.prompt_tokens, running.completion_tokens) == (2, 20, 10)
+    assert running.cost == pytest.approx(0.02) and running.wall_s == pytest.approx(1.0)
+    assert running.status == "running"
+
+
+def test_task_result_recorded_concurrently_counts_once(tmp_path: Path) -> None:
+    """SQLite only: PostgreSQL makes the second writer wait on the evaluation's row lock."""
+    url = f"sqlite:///{tmp_path / 'archive.db'}"
+    with Archive(url) as first, Archive(url) as second:
+        first.add_agent(spec=SPEC, spec_hash="a")
+        evaluation = first.get_or_create_evaluation(
+            agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+        )
+        raced: list[bool] = []
+
+        def insert_first(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            if statement.startswith("INSERT INTO ad_task_result") and not raced:
+                raced.append(second.add_task_result(evaluation.id, _result("t1")))
+
+        event.listen(first._engine, "before_cursor_execute", insert_first)
+        assert first.add_task_result(evaluation.id, _result("t1", 0.0)) is False
+        assert raced == [True]
+        assert first.task_results(evaluation.id) == {"t1": _result("t1")}
+        assert first.get_evaluation(evaluation.id).n_done == 1
+
+
+def test_task_results_from_many_threads_all_count(archive_url: str) -> None:
+    task_ids = [f"t{i}" for i in range(8)]
+    with Archive(archive_url) as first, Archive(archive_url) as second:
+        first.add_agent(spec=SPEC, spec_hash="a")
+        evaluation = first.get_or_create_evaluation(
+            agent_hash="a", benchmark="arith", task_ids=task_ids, split="search"
+        )
+        added = _in_threads(
+            8, lambda i: (first, second)[i % 2].add_task_result(evaluation.id, _result(f"t{i}"))
+        )
+        assert added == [True] * 8
+        stored = first.get_evaluation(evaluation.id)
+        assert (stored.n_done, stored.prompt_tokens) == (8, 80)
+
+
+def test_bad_task_result_writes_nothing(archive: Archive) -> None:
+    archive.add_agent(spec=SPEC, spec_hash="a")
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+    )
+    for result, message in [
+        (_result("t9"), "'t9' is not among the tasks"),
+        (_result("t1", math.nan), "score must be a finite number"),
+        (_result("t1", prompt_tokens=-1), "prompt_tokens must not be negative"),
+        (_result("t1", completion_tokens=1.5), "completion_tokens must be an integer"),
+        (_result("t1", latency_s=math.inf), "latency_s must be a finite number"),
+        (_result("t1", output=None), "output must be a string"),
+    ]:
+        with pytest.raises(ArchiveError, match=message):
+            archive.add_task_result(evaluation.id, result)
+    assert archive.task_results(evaluation.id) == {}
+    assert archive.get_evaluation(evaluation.id) == evaluation
+
+
+def test_missing_evaluation_raises(archive: Archive) -> None:
+    for call in (
+        lambda: archive.get_evaluation(999),
+        lambda: archive.task_results(999),
+        lambda: archive.add_task_result(999, _result("t1")),
+        lambda: archive.finish_evaluation(999, status="failed", mean=0, ci_low=0, ci_high=0),
+    ):
+        with pytest.raises(ArchiveError, match="no evaluation with id 999"):
+            call()
+
+
+def test_finish_sums_task_results(archive: Archive) -> None:
+    finished = _evaluated(archive, "a", 0.5, cost=0.25)
+    assert (finished.status, finished.mean, finished.ci_low, finished.ci_high) == (
+        "complete",
+        0.5,
+        0.4,
+        0.6,
+    )
+    assert (finished.n_done, finished.prompt_tokens, finished.completion_tokens) == (3, 30, 15)
+    assert finished.cost == pytest.approx(0.75) and finished.wall_s == pytest.approx(1.5)
+    assert finished.updated_at >= finished.created_at
+
+
+def test_incomplete_evaluation_cannot_be_complete(archive: Archive) -> None:
+    archive.add_agent(spec=SPEC, spec_hash="a")
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+    )
+    archive.add_task_result(evaluation.id, _result("t1"))
+    before = archive.get_evaluation(evaluation.id)
+    with pytest.raises(ArchiveError, match="has 1 of 3 task results"):
+        archive.finish_evaluation(evaluation.id, status="complete", mean=1, ci_low=1, ci_high=1)
+    with pytest.raises(ArchiveError, match="evaluation status must be one of"):
+        archive.finish_evaluation(evaluation.id, status="running", mean=1, ci_low=1, ci_high=1)
+    with pytest.raises(ArchiveError, match="mean must be a finite number"):
+        archive.finish_evaluation(
+            evaluation.id, status="pruned", mean=math.nan, ci_low=0, ci_high=1
+        )
+    assert archive.get_evaluation(evaluation.id) == before
+    pruned = archive.finish_evaluation(
+        evaluation.id, status="pruned", mean=1.0, ci_low=0.2, ci_high=1.0
+    )
+    assert (pruned.status, pruned.n_done) == ("pruned", 1)
+
+
+# -- runs and their agents -----------------------------------------------------------------------
+
+
+def test_run_entries_are_idempotent_and_checked(archive: Archive) -> None:
+    _create_run(archive)
+    evaluation = _evaluated(archive, "a", 0.5)
+    _evaluated(archive, "b", 0.5)
+    for trial_number in (3, 4):
+        archive.add_run_entry(
+            run_name="run-1", agent_hash="a", evaluation_id=evaluation.id, trial_number=trial_number
+        )
+    assert [row.agent_hash for row in archive.leaderboard(run_name="run-1")] == ["a"]
+    with pytest.raises(ArchiveError, match="is of agent a, not b"):
+        archive.add_run_entry(
+            run_name="run-1", agent_hash="b", evaluation_id=evaluation.id, trial_number=None
+        )
+
+
+def test_leaderboard_orders_by_mean_then_cost(archive: Archive) -> None:
+    _create_run(archive)
+    _create_run(archive, "run-2")
+    _evaluated(archive, "dear", 0.5, cost=0.3, run_name="run-1")
+    _evaluated(archive, "best", 0.9, run_name="run-1")
+    _evaluated(archive, "cheap", 0.5, cost=0.1, run_name="run-1")
+    _evaluated(archive, "pruned", 0.95, status="pruned", run_name="run-1")
+    _evaluated(archive, "elsewhere", 0.7, run_name="run-2")
+    _evaluated(archive, "held", 0.6, split="holdout", run_name="run-1")
+
+    board = archive.leaderboard(run_name="run-1")
+    assert [(row.rank, row.agent_hash) for row in board] == [(1, "best"), (2, "cheap"), (3, "dear")]
+    top = board[0]
+    assert (top.mean, top.ci_low, top.ci_high, top.n_tasks, top.status) == (
+        0.9,
+        0.8,
+        1.0,
+        3,
+        "complete",
+    )
+    assert top.spec == {**SPEC, "id": "best"} and top.benchmark == "arith"
+    assert (top.prompt_tokens, top.completion_tokens) == (30, 15)
+    assert [row.agent_hash for row in archive.leaderboard()] == [
+        "best",
+        "elsewhere",
+        "cheap",
+        "dear",
+    ]
+    assert [row.agent_hash for row in archive.leaderboard(limit=1)] == ["best"]
+    assert [row.agent_hash for row in archive.leaderboard(split="holdout")] == ["held"]
+    assert archive.leaderboard(benchmark="other") == []
+    with pytest.raises(ArchiveError, match="limit must be at least 1"):
+        archive.leaderboard(limit=0)
+
+
+def test_run_totals_cover_every_entry(archive: Archive) -> None:
+    _create_run(archive)
+    assert archive.run_totals("run-1") == RunTotals("run-1", 0, 0, 0, 0, 0.0, 0.0)
+    _evaluated(archive, "a", 0.5, cost=0.1, run_name="run-1")
+    _evaluated(archive, "a", 0.5, cost=0.1, split="holdout", run_name="run-1")
+    _evaluated(archive, "b", 0.2, cost=0.1, status="pruned", run_name="run-1")
+    _evaluated(archive, "c", 0.9, cost=5.0)  # not in the run
+    totals = archive.run_totals("run-1")
+    assert (totals.n_agents, totals.n_complete) == (2, 1)
+    assert (totals.prompt_tokens, totals.completion_tokens) == (80, 40)
+    assert totals.cost == pytest.approx(0.8) and totals.wall_s == pytest.approx(4.0)

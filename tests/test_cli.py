@@ -1,0 +1,177 @@
+"""The command line as a user meets it: bad input gets one line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-c", "from agentdesign.search._cli import main; main()"]
+
+
+def agentdesign(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}  # wide enough that rich truncates no name
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
+
+
+def make_archive_with_a_run(tmp_path: Path) -> Path:
+    """A small archive holding one finished run (on the fake model, no LLM needed)."""
+    from agentdesign.archive import Archive
+    from agentdesign.components import FakeChatModel
+    from agentdesign.search import Budget, RunConfig, run_search
+
+    db = tmp_path / "kept.db"
+    with Archive(str(db)) as archive:
+        run_search(
+            archive,
+            RunConfig(name="kept", model="fake/model", budget=Budget(max_agents=2),
+                      n_search=3, n_holdout=2),
+            llm=FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3"),
+        )
+    return db
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--benchmark", "nope", "--name", "a"], "unknown benchmark 'nope'"),
+        (["run", "--max-agents", "0", "--name", "b"], "max_agents must be positive"),
+        (["run", "--strategy", "magic", "--name", "c"], "unknown strategy 'magic'"),
+        (["run", "--n-search", "0", "--name", "d"], "n_search"),
+        (["resume", "ghost"], "no run named 'ghost'"),
+        (["run", "--name", "kept", "--max-agents", "1"], "already exists"),
+    ],
+)
+def test_bad_input_is_one_line_and_leaves_the_archive_intact(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    db = make_archive_with_a_run(tmp_path)
+    before = _dump(db)
+    result = agentdesign(*args, "--storage", str(db), cwd=tmp_path)
+    assert_one_line_error(result, needle)
+    shown = agentdesign("show", "kept", "--storage", str(db), cwd=tmp_path)
+    assert shown.returncode == 0 and "kept" in shown.stdout
+    assert _dump(db) == before
+
+
+def _dump(db: Path) -> list[str]:
+    """The archive's logical content, independent of how SQLite lays out its pages."""
+    with sqlite3.connect(db) as conn:
+        return list(conn.iterdump())
+
+
+def test_corrupt_and_foreign_databases_are_refused(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_text("this is not a database\n" * 100)
+    assert_one_line_error(agentdesign("show", "--storage", str(garbage), cwd=tmp_path), "garbage.db")
+    assert garbage.read_text() == "this is not a database\n" * 100
+
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    assert_one_line_error(
+        agentdesign("show", "--storage", str(foreign), cwd=tmp_path), "not an agentdesign archive"
+    )
+
+
+def test_unreachable_database_is_one_line(tmp_path: Path) -> None:
+    url = "postgresql+psycopg2://nobody@127.0.0.1:1/none"
+    assert_one_line_error(agentdesign("show", "--storage", url, cwd=tmp_path), "")
+
+
+def test_show_and_export_from_an_archive(tmp_path: Path) -> None:
+    db = make_archive_with_a_run(tmp_path)
+    shown = agentdesign("show", "--storage", str(db), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "holdout" in shown.stdout
+    exported = agentdesign("export", "--storage", str(db), "--out", "out", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    files = sorted(p.suffix for p in (tmp_path / "out").iterdir())
+    assert files == [".json", ".py"]
+    assert_one_line_error(
+        agentdesign("export", "--storage", str(db), "--agent", "zzzz", cwd=tmp_path), "zzzz"
+    )
+
+
+def test_listings(tmp_path: Path) -> None:
+    listed = agentdesign("components", cwd=tmp_path)
+    assert listed.returncode == 0
+    for name in ("self_consistency", "workflow__n_samples", "calculator", "few_shot"):
+        assert name in listed.stdout
+    benches = agentdesign("benchmarks", cwd=tmp_path)
+    assert benches.returncode == 0 and "gsm8k" in benches.stdout and "1319" in benches.stdout
+
+
+@pytest.mark.embedded
+def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
+    """The whole product on the real embedded model: run, SIGKILL, resume, export, run the export."""
+    db = tmp_path / "real.db"
+    args = ["run", "--name", "real", "--model", "embedded/smollm2-135m", "--max-agents", "3",
+            "--n-search", "4", "--n-holdout", "2", "--storage", str(db)]
+    proc = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    # Kill it hard as soon as some task results are committed.
+    deadline = 240.0
+    import time
+
+    started = time.monotonic()
+    while time.monotonic() - started < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if db.exists() and _count(db, "ad_task_result") >= 2:
+            proc.kill()
+            break
+    proc.wait(timeout=30)
+    committed = _task_rows(db)
+    assert committed, "the run committed no task result before it was killed"
+
+    resumed = agentdesign("resume", "real", "--storage", str(db), cwd=tmp_path, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    after = _task_rows(db)
+    assert all(after[key] == row for key, row in committed.items())  # nothing lost or redone
+    assert _count(db, "ad_task_result") == len(after)  # no (evaluation, task) twice
+    assert "holdout" in resumed.stdout
+
+    exported = agentdesign("export", "real", "--storage", str(db), "--out", "out", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    script = next((tmp_path / "out").glob("*.py"))
+    standalone = tmp_path / "elsewhere"
+    standalone.mkdir()
+    shutil.copy(script, standalone / "agent.py")
+    answered = subprocess.run(
+        [sys.executable, "agent.py", "Tom has 3 apples and buys 4 more. How many apples?"],
+        cwd=standalone, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.strip()
+
+
+def _count(db: Path, table: str) -> int:
+    try:
+        with sqlite3.connect(db, timeout=5) as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _task_rows(db: Path) -> dict[tuple[int, str], tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT evaluation_id, task_id, output, score, created_at FROM ad_task_result"
+        ).fetchall()
+    return {(r[0], r[1]): tuple(r[2:]) for r in rows}

@@ -1,0 +1,170 @@
+"""The search loop on the fake model: budgets, the archive, the study, and resume after a crash."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import optuna
+import pytest
+
+from agentdesign.archive import Archive
+from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel
+from agentdesign.components._runtime import Message
+from agentdesign.evaluators import TaskOutcome, get_benchmark
+from agentdesign.search import Budget, RunConfig, resume_search, run_search
+from agentdesign.search._loop import study_name
+
+GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL: escapes every `except Exception` on its way out."""
+
+
+def design_sensitive(model: str, messages: Sequence[Message], temperature: float,
+                     seed: int | None) -> str:
+    """Right only when asked to think step by step, so the search has a signal to find."""
+    question = messages[-1]["content"]
+    gold = GOLD.get(question, "0")
+    if "step by step" in messages[0]["content"]:
+        return f"Let me think.\nAnswer: {gold}"
+    return "Answer: -1"
+
+
+def config(name: str, **overrides: object) -> RunConfig:
+    values: dict[str, object] = {
+        "name": name, "model": "fake/model", "budget": Budget(max_agents=4),
+        "n_search": 5, "n_holdout": 3, "strategy": "random",
+    }
+    values.update(overrides)
+    return RunConfig(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Archive:
+    with Archive(str(tmp_path / "search.db")) as opened:
+        yield opened  # type: ignore[misc]
+
+
+def test_a_run_evaluates_its_budget_and_confirms_the_winner_on_holdout(archive: Archive) -> None:
+    summary = run_search(archive, config("r1"), llm=FakeChatModel(design_sensitive))
+    assert summary.agents_done == 4
+    board = archive.leaderboard(run_name="r1")
+    assert len(board) == 4
+    assert [row.mean for row in board] == sorted((row.mean for row in board), reverse=True)
+    assert all(row.n_tasks == 5 for row in board)
+    # the winner, chosen on the search split, is scored on the 3 unseen holdout items
+    assert len(summary.holdout) == 1
+    assert summary.holdout[0].agent_hash == board[0].agent_hash
+    assert summary.holdout[0].n_done == 3
+    run = archive.get_run("r1")
+    assert not set(run.search_task_ids) & set(run.holdout_task_ids)
+    study = optuna.load_study(study_name=study_name("r1"), storage=archive.url)
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert len(complete) >= 4
+
+
+def test_tpe_finds_the_designs_that_work(archive: Archive) -> None:
+    summary = run_search(
+        archive, config("tpe", strategy="tpe", budget=Budget(max_agents=8)),
+        llm=FakeChatModel(design_sensitive),
+    )
+    assert summary.agents_done == 8
+    best = archive.leaderboard(run_name="tpe", limit=1)[0]
+    assert best.mean == 1.0 and best.spec["components"]["reasoning"]["name"] == "cot"
+
+
+def test_a_token_budget_stops_the_run(archive: Archive) -> None:
+    summary = run_search(
+        archive, config("tok", budget=Budget(max_agents=None, max_tokens=300)),
+        llm=FakeChatModel(design_sensitive),
+    )
+    assert summary.tokens >= 300
+    assert "tokens" in summary.stop_reason
+
+
+def test_bad_budgets_and_names_are_refused_before_anything_is_written(archive: Archive) -> None:
+    with pytest.raises(AgentDesignError, match="max_agents must be positive"):
+        Budget(max_agents=0)
+    with pytest.raises(AgentDesignError, match="at least one"):
+        Budget(max_agents=None)
+    with pytest.raises(AgentDesignError, match="unknown strategy"):
+        run_search(archive, config("x", strategy="nope"), llm=FakeChatModel(design_sensitive))
+    with pytest.raises(AgentDesignError, match="unknown benchmark"):
+        run_search(archive, config("y", benchmark="nope"), llm=FakeChatModel(design_sensitive))
+    assert archive.list_runs() == []
+
+
+def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive) -> None:
+    def crashing_after(limit: int) -> FakeChatModel:
+        def respond(model: str, messages: Sequence[Message], temperature: float,
+                    seed: int | None) -> str:
+            if len(fake.calls) > limit:
+                raise Killed
+            return design_sensitive(model, messages, temperature, seed)
+
+        fake = FakeChatModel(respond)
+        return fake
+
+    with pytest.raises(Killed):
+        run_search(archive, config("crash", budget=Budget(max_agents=5)), llm=crashing_after(7))
+    before = _committed(archive)
+    assert before, "nothing was committed before the crash"
+
+    redone: list[tuple[str, str]] = []
+
+    class Recorder:
+        agent = ""
+
+        def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
+            self.agent = spec.spec_hash
+
+        def task_finished(self, outcome: TaskOutcome) -> None:
+            redone.append((self.agent, outcome.task_id))
+
+        def agent_finished(self, spec: AgentSpec, evaluation: object, split: str) -> None:
+            pass
+
+    summary = resume_search(archive, "crash", llm=FakeChatModel(design_sensitive),
+                            reporter=Recorder())
+    assert summary.agents_done == 5
+    after = _committed(archive)
+    assert all(after[key] == value for key, value in before.items())  # intact
+    assert not set(redone) & set(before)  # and never run again
+    assert len(redone) == len(set(redone))
+    study = optuna.load_study(study_name=study_name("crash"), storage=archive.url)
+    assert not study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+
+
+def test_a_space_with_one_design_stops_instead_of_looping(archive: Archive) -> None:
+    one = {"workflow": ["single"], "reasoning": ["cot"], "memory": ["none"], "tool": ["none"]}
+    summary = run_search(
+        archive,
+        config("one", choices=one, limits={"reasoning__max_tokens": (512, 512)},
+               budget=Budget(max_agents=3)),
+        llm=FakeChatModel(design_sensitive),
+    )
+    assert summary.agents_done == 1
+    assert "already evaluated" in summary.stop_reason
+
+
+def test_a_second_run_reuses_evaluations_instead_of_paying_again(archive: Archive) -> None:
+    first = FakeChatModel(design_sensitive)
+    run_search(archive, config("a", budget=Budget(max_agents=3)), llm=first)
+    second = FakeChatModel(design_sensitive)
+    run_search(archive, config("b", budget=Budget(max_agents=3)), llm=second)
+    # same seed, same sampler: the same designs, already scored on the same tasks
+    assert len(second.calls) < len(first.calls)
+
+
+def _committed(archive: Archive) -> dict[tuple[str, str], tuple[object, ...]]:
+    """Every task result in the archive, keyed by (agent hash, task id)."""
+    path = archive.url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT e.agent_hash, r.task_id, r.output, r.score FROM ad_task_result r "
+            "JOIN ad_evaluation e ON e.id = r.evaluation_id"
+        ).fetchall()
+    return {(r[0], r[1]): (r[2], r[3]) for r in rows}
