@@ -16,6 +16,26 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from sqlalchemy import (
+    URL,
+    Connection,
+    create_engine,
+    event,
+    func,
+    insert,
+    inspect,
+    make_url,
+    update,
+)
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+    SQLAlchemyError,
+)
+from sqlmodel import Session, SQLModel, col, select
+
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
@@ -36,25 +56,6 @@ from agentdesign.archive._tables import (
     metadata,
 )
 from agentdesign.components._errors import AgentDesignError
-from sqlalchemy import (
-    URL,
-    Connection,
-    create_engine,
-    event,
-    func,
-    insert,
-    inspect,
-    make_url,
-    update,
-)
-from sqlalchemy.exc import (
-    ArgumentError,
-    DBAPIError,
-    IntegrityError,
-    NoSuchModuleError,
-    SQLAlchemyError,
-)
-from sqlmodel import Session, SQLModel, col, select
 
 __all__ = ["Archive", "ArchiveError"]
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from agentdesign.components._build import build_agent, default_chat_model, parse_spec
+from agentdesign.components._build import (
+    build_agent,
+    check_model,
+    default_chat_model,
+    parse_spec,
+)
+from agentdesign.components._embedded import EMBEDDED_MODELS, embedded_model_path
 from agentdesign.components._errors import AgentDesignError, ModelUnavailableError, SpecError
 from agentdesign.components._export import render_standalone
 from agentdesign.components._fake import FakeCall, FakeChatModel, failing_responder
@@ -35,6 +41,7 @@ from agentdesign.components._runtime import (
 )
 
 __all__ = [
+    "EMBEDDED_MODELS",
     "REGISTRY",
     "SLOTS",
     "Agent",
@@ -58,8 +65,10 @@ __all__ = [
     "TaskBudget",
     "answer_key",
     "build_agent",
+    "check_model",
     "default_cache_dir",
     "default_chat_model",
+    "embedded_model_path",
     "extract_answer",
     "failing_responder",
     "import_litellm",

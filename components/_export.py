@@ -52,7 +52,7 @@ class ModelUnavailableError(Exception):
 
 _MAIN = '''
 
-# ----- the exported agent --------------------------------------------------------------------------
+# ----- the exported agent ------------------------------------------------------------
 
 SPEC = AgentSpec.from_json({spec_json!r})
 EXAMPLES = tuple(Example(**e) for e in json.loads({examples_json!r}))
@@ -77,7 +77,7 @@ def _main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("question", nargs="?", help="the question (read from stdin if omitted)")
-    parser.add_argument("--model", default=None, help=f"litellm model string (default {{SPEC.model}})")
+    parser.add_argument("--model", default=None, help=f"model string (default {{SPEC.model}})")
     parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
     parser.add_argument("--json", action="store_true", help="print the answer with its trace")
     args = parser.parse_args()
@@ -93,7 +93,8 @@ def _main() -> int:
     if args.json:
         print(json.dumps(dataclasses.asdict(result), indent=2))
     else:
-        print(result.answer if not result.error else f"error ({{result.error_kind}}): {{result.error}}")
+        failure = f"error ({{result.error_kind}}): {{result.error}}"
+        print(result.answer if not result.error else failure)
     return 0 if not result.error else 1
 
 

@@ -65,7 +65,9 @@ class FakeChatModel:
 def failing_responder(message: str) -> Responder:
     """A responder that always fails like a provider outage."""
 
-    def respond(model: str, messages: Sequence[Message], temperature: float, seed: int | None) -> str:
+    def respond(
+        model: str, messages: Sequence[Message], temperature: float, seed: int | None
+    ) -> str:
         raise LLMCallError(message)
 
     return respond

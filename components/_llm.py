@@ -22,7 +22,7 @@ __all__ = ["LiteLLMChatModel", "ResponseCache", "default_cache_dir", "import_lit
 
 
 def default_cache_dir() -> Path:
-    """Where caches and joined model weights live: $AGENTDESIGN_CACHE_DIR or ~/.cache/agentdesign."""
+    """Where caches and weights live: $AGENTDESIGN_CACHE_DIR, else ~/.cache/agentdesign."""
     configured = os.environ.get("AGENTDESIGN_CACHE_DIR")
     return Path(configured) if configured else Path.home() / ".cache" / "agentdesign"
 

@@ -2,8 +2,8 @@
 
 This module imports nothing but the standard library, on purpose: `agentdesign export` copies its
 source verbatim into the standalone file it writes, so an exported agent runs exactly the code the
-engine ran. Model calls go through a `ChatModel` handed in from outside (litellm in the engine and in
-exported files, a fake in unit tests).
+engine ran. Model calls go through a `ChatModel` handed in from outside (litellm in the engine and
+in exported files, a fake in unit tests).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Model calls and traces
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 Message = Mapping[str, str]
 
@@ -113,9 +113,9 @@ class Trace:
             raise TaskBudgetExceeded(f"more than {self.budget.max_calls} model calls")
 
 
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Answer parsing
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 _BOXED = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
 _ANSWER_LINE = re.compile(r"(?:final answer|answer)\s*(?:is)?\s*[:=]\s*(.+)", re.IGNORECASE)
@@ -156,9 +156,9 @@ def answer_key(answer: str) -> str:
     return " ".join(answer.lower().split())
 
 
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Components and their registry
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 def param(
@@ -218,7 +218,9 @@ class Component:
         infos = []
         for f in dataclasses.fields(cls):
             meta = f.metadata
-            kind = {int: "int", float: "float", bool: "bool", str: "text"}.get(type(f.default), "text")
+            kind = {int: "int", float: "float", bool: "bool", str: "text"}.get(
+                type(f.default), "text"
+            )
             if meta.get("choices") is not None:
                 kind = "choice"
             infos.append(
@@ -431,7 +433,7 @@ _CALC_LINE = re.compile(r"^\s*CALC:\s*(.+?)\s*$", re.MULTILINE)
 @register
 @dataclass(frozen=True, kw_only=True)
 class Calculator(Tool):
-    """A calculator the model calls by writing `CALC: <expression>`; each use costs one more call."""
+    """A calculator the model calls by writing `CALC: <expression>`; each use costs a model call."""
 
     name: ClassVar[str] = "calculator"
     max_uses: int = param(4, low=1, high=8, doc="calculator calls allowed per attempt")
@@ -479,7 +481,8 @@ _FUNCTIONS: dict[str, Callable[..., float]] = {
 
 def safe_eval(expression: str) -> float:
     """Evaluates plain arithmetic without `eval`: numbers, + - * / // % **, a few functions."""
-    cleaned = expression.replace(",", "").replace("^", "**").replace("×", "*").rstrip("=").strip()
+    cleaned = expression.replace(",", "").replace("^", "**").replace("\u00d7", "*")
+    cleaned = cleaned.rstrip("=").strip()
     if len(cleaned) > 200:
         raise ValueError("expression too long")
     return _eval_node(ast.parse(cleaned, mode="eval").body)
@@ -558,9 +561,9 @@ class SelfConsistency(Workflow):
         return next(a for a in voted if answer_key(a.answer) == best_key)
 
 
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Agent specs
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -625,7 +628,9 @@ class AgentSpec:
             raise ValueError("'components' must be an object of slot -> component")
         unknown_slots = sorted(set(raw) - set(SLOTS))
         if unknown_slots:
-            raise ValueError(f"unknown slot(s) {', '.join(unknown_slots)} (slots: {', '.join(SLOTS)})")
+            raise ValueError(
+                f"unknown slot(s) {', '.join(unknown_slots)} (slots: {', '.join(SLOTS)})"
+            )
         components = {slot: _component_from(slot, raw.get(slot)) for slot in SLOTS}
         return cls(model=data.get("model", ""), components=components)
 
@@ -679,7 +684,9 @@ class AgentSpec:
             comp = self.components[slot]
             defaults = {f.name: f.default for f in dataclasses.fields(comp)}
             changed = {
-                k: v for k, v in comp.get_params().items() if v != defaults[k] and k != "instruction"
+                k: v
+                for k, v in comp.get_params().items()
+                if v != defaults[k] and k != "instruction"
             }
             args = ", ".join(f"{k}={v}" for k, v in changed.items())
             parts.append(f"{comp.name}({args})" if args else comp.name)
@@ -710,9 +717,9 @@ def _component_from(slot: str, raw: Any) -> Component:
     return cls(**params)
 
 
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # The agent
-# ---------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -770,8 +777,13 @@ class Solver:
             )
         except LLMCallError as exc:
             self.trace.add(
-                CallRecord(kind="llm", role="solver", input=messages[-1]["content"], output="",
-                           error=str(exc))
+                CallRecord(
+                    kind="llm",
+                    role="solver",
+                    input=messages[-1]["content"],
+                    output="",
+                    error=str(exc),
+                )
             )
             raise
         self.trace.add(
@@ -802,8 +814,13 @@ class Solver:
             started = time.perf_counter()
             result = self.tool.execute(argument)
             self.trace.add(
-                CallRecord(kind="tool", role=self.tool.name, input=argument, output=result,
-                           latency_s=time.perf_counter() - started)
+                CallRecord(
+                    kind="tool",
+                    role=self.tool.name,
+                    input=argument,
+                    output=result,
+                    latency_s=time.perf_counter() - started,
+                )
             )
             messages = [
                 *messages,
@@ -843,5 +860,7 @@ class Agent:
         except TaskBudgetExceeded as exc:
             return AgentResult("", "", tuple(trace.records), "budget", str(exc))
         if not attempt.output.strip():
-            return AgentResult("", "", tuple(trace.records), "empty_output", "the model said nothing")
+            return AgentResult(
+                "", "", tuple(trace.records), "empty_output", "the model said nothing"
+            )
         return AgentResult(attempt.answer, attempt.output, tuple(trace.records))

@@ -15,7 +15,12 @@ from agentdesign.evaluators._benchmark import (
     register_benchmark,
 )
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
-from agentdesign.evaluators._runner import TaskOutcome, evaluate_tasks, examples_from_tasks, run_task
+from agentdesign.evaluators._runner import (
+    TaskOutcome,
+    evaluate_tasks,
+    examples_from_tasks,
+    run_task,
+)
 from agentdesign.evaluators._stats import (
     PairedComparison,
     ScoreSummary,

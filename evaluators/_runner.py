@@ -16,7 +16,7 @@ from typing import Any
 from agentdesign.components import Agent, Example
 from agentdesign.evaluators._benchmark import Benchmark, Task
 
-__all__ = ["TaskOutcome", "examples_from_tasks", "evaluate_tasks", "run_task"]
+__all__ = ["TaskOutcome", "evaluate_tasks", "examples_from_tasks", "run_task"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,9 @@ class TaskOutcome:
 def examples_from_tasks(tasks: Sequence[Task]) -> list[Example]:
     """Training tasks as few-shot examples; a task's worked solution is its `rationale` metadata."""
     return [
-        Example(question=t.question, answer=t.answer, rationale=str(t.metadata.get("rationale", "")))
+        Example(
+            question=t.question, answer=t.answer, rationale=str(t.metadata.get("rationale", ""))
+        )
         for t in tasks
     ]
 

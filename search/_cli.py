@@ -28,7 +28,12 @@ from agentdesign.components import (
     AgentSpec,
     render_standalone,
 )
-from agentdesign.evaluators import TaskOutcome, available_benchmarks, examples_from_tasks, get_benchmark
+from agentdesign.evaluators import (
+    TaskOutcome,
+    available_benchmarks,
+    examples_from_tasks,
+    get_benchmark,
+)
 from agentdesign.search._loop import Budget, RunConfig, RunSummary, resume_search, run_search
 from agentdesign.search._strategies import STRATEGIES
 
@@ -62,7 +67,9 @@ class _ProgressReporter:
         self.agents: TaskID = progress.add_task(
             "agents", total=max_agents, completed=done_agents, best="-", tokens="0"
         )
-        self.tasks: TaskID = progress.add_task("tasks", total=None, best="", tokens="", visible=False)
+        self.tasks: TaskID = progress.add_task(
+            "tasks", total=None, best="", tokens="", visible=False
+        )
 
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
         label = f"  {split}: {spec.describe()[:60]}"
@@ -77,8 +84,9 @@ class _ProgressReporter:
     def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
         if split != "search":
             return
-        if not self.best >= evaluation.mean:
-            self.best = evaluation.mean
+        mean = evaluation.mean if evaluation.mean is not None else 0.0
+        if not self.best >= mean:  # also replaces the initial NaN
+            self.best = mean
         self.progress.update(self.agents, best=f"{self.best:.3f}")
         self.progress.advance(self.agents)
 
@@ -97,7 +105,16 @@ def _progress() -> Progress:
 
 def _leaderboard_table(rows: list[LeaderboardRow], title: str) -> Table:
     table = Table(title=title)
-    for column in ("#", "agent", "design", "score (95% CI)", "n", "tokens/item", "s/item", "cost $"):
+    for column in (
+        "#",
+        "agent",
+        "design",
+        "score (95% CI)",
+        "n",
+        "tokens/item",
+        "s/item",
+        "cost $",
+    ):
         table.add_column(column, justify="left" if column in ("agent", "design") else "right")
     for row in rows:
         spec = AgentSpec.from_dict(row.spec)
@@ -139,7 +156,9 @@ def _show(archive: Archive, run_name: str, *, limit: int) -> None:
 def run(
     name: Annotated[str | None, typer.Option(help="run name (default: run-<timestamp>)")] = None,
     benchmark: Annotated[str, typer.Option(help="benchmark name")] = "gsm8k",
-    model: Annotated[str, typer.Option(help="litellm model string")] = "embedded/qwen2.5-coder-1.5b",
+    model: Annotated[
+        str, typer.Option(help="litellm model string")
+    ] = "embedded/qwen2.5-coder-1.5b",
     strategy: Annotated[str, typer.Option(help=f"one of {', '.join(STRATEGIES)}")] = "tpe",
     max_agents: Annotated[int | None, typer.Option(help="stop after this many agents")] = 8,
     max_tokens: Annotated[int | None, typer.Option(help="stop after this many tokens")] = None,
@@ -166,8 +185,10 @@ def run(
         api_base=api_base,
     )
     with _open(storage) as archive:
-        console.print(f"run [bold]{config.name}[/] -> {archive.url}  (resume: agentdesign resume "
-                      f"{config.name} --storage {storage})")
+        console.print(
+            f"run [bold]{config.name}[/] -> {archive.url}  (resume: agentdesign resume "
+            f"{config.name} --storage {storage})"
+        )
         with _progress() as progress:
             reporter = _ProgressReporter(progress, config.budget.max_agents, 0)
             summary = run_search(archive, config, reporter=reporter)
@@ -216,7 +237,9 @@ def _latest_run(archive: Archive) -> str:
 @app.command()
 def export(
     name: Annotated[str | None, typer.Argument(help="run name (default: the latest)")] = None,
-    agent: Annotated[str | None, typer.Option(help="agent hash prefix (default: the winner)")] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="agent hash prefix (default: the winner)")
+    ] = None,
     out: Annotated[Path, typer.Option(help="directory to write into")] = Path("exported"),
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
@@ -228,8 +251,10 @@ def export(
         if agent is not None:
             rows = [r for r in rows if r.agent_hash.startswith(agent)]
         if not rows:
-            raise AgentDesignError(f"no finished agent to export in run {run_name}"
-                                   + (f" matching '{agent}'" if agent else ""))
+            raise AgentDesignError(
+                f"no finished agent to export in run {run_name}"
+                + (f" matching '{agent}'" if agent else "")
+            )
         spec = AgentSpec.from_dict(rows[0].spec)
         benchmark = get_benchmark(run_record.benchmark)
     memory = spec["memory"]
@@ -240,7 +265,9 @@ def export(
     source = render_standalone(spec, examples=chosen, filename=f"{stem}.py")
     (out / f"{stem}.py").write_text(source)
     console.print(f"wrote {out / (stem + '.json')} and {out / (stem + '.py')}")
-    console.print(f"try it:  python {out / (stem + '.py')} \"{benchmark.tasks()[0].question[:60]}...\"")
+    console.print(
+        f'try it:  python {out / (stem + ".py")} "{benchmark.tasks()[0].question[:60]}..."'
+    )
 
 
 @app.command()
@@ -287,6 +314,9 @@ def main() -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
-        print("interrupted: everything finished so far is saved; continue with "
-              "`agentdesign resume NAME`", file=sys.stderr)
+        print(
+            "interrupted: everything finished so far is saved; continue with "
+            "`agentdesign resume NAME`",
+            file=sys.stderr,
+        )
         sys.exit(130)

@@ -16,7 +16,14 @@ from typing import Any, Protocol
 import optuna
 
 from agentdesign.archive import Archive, EvaluationRecord, RunRecord, TaskResultRecord
-from agentdesign.components import AgentDesignError, AgentSpec, ChatModel, build_agent, default_chat_model
+from agentdesign.components import (
+    AgentDesignError,
+    AgentSpec,
+    ChatModel,
+    build_agent,
+    check_model,
+    default_chat_model,
+)
 from agentdesign.evaluators import (
     Benchmark,
     TaskOutcome,
@@ -50,7 +57,9 @@ class Budget:
             if value is not None and value <= 0:
                 raise AgentDesignError(f"budget {name} must be positive, got {value}")
         if self.max_agents is None and self.max_tokens is None and self.max_minutes is None:
-            raise AgentDesignError("a budget needs at least one of max_agents, max_tokens, max_minutes")
+            raise AgentDesignError(
+                "a budget needs at least one of max_agents, max_tokens, max_minutes"
+            )
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,8 @@ def run_search(
     benchmark = get_benchmark(config.benchmark)
     space = config.space()  # validates the space before anything is written
     make_sampler(config.strategy, seed=config.seed)  # likewise the strategy name
+    if llm is None:
+        check_model(config.model)
     split = make_split(
         [t.id for t in benchmark.tasks()],
         seed=config.split_seed,
@@ -208,7 +219,7 @@ class _Search:
         )
         self._clock = time.monotonic()
 
-    # -- budget -------------------------------------------------------------------------------------
+    # -- budget --
 
     def _charge_time(self) -> None:
         now = time.monotonic()
@@ -228,7 +239,7 @@ class _Search:
             return f"ran {elapsed / 60:.1f} minutes"
         return None
 
-    # -- the loop -----------------------------------------------------------------------------------
+    # -- the loop --
 
     def drive(self) -> RunSummary:
         self.archive.update_run(self.run.name, status="running")
@@ -265,7 +276,9 @@ class _Search:
 
     def _next_trial(self) -> tuple[optuna.trial.FrozenTrial | optuna.Trial, AgentSpec]:
         """The trial left running by a killed process, if any, else a new one from the sampler."""
-        for stale in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        for stale in self.study.get_trials(
+            deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+        ):
             spec_json = stale.user_attrs.get("spec")
             if spec_json is None:  # killed between ask and recording the spec: nothing to finish
                 self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
@@ -325,7 +338,11 @@ class _Search:
         scores = [results[t.id].score for t in tasks]
         low, high = bootstrap_ci(scores, seed=self.config.seed)
         finished = self.archive.finish_evaluation(
-            evaluation.id, status="complete", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
+            evaluation.id,
+            status="complete",
+            mean=sum(scores) / len(scores),
+            ci_low=low,
+            ci_high=high,
         )
         self.reporter.agent_finished(spec, finished, split)
         return finished

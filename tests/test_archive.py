@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from sqlalchemy import create_engine, event, inspect, make_url, text
+from sqlalchemy.exc import OperationalError
+
 from agentdesign.archive import (
     AgentRecord,
     Archive,
@@ -26,8 +29,6 @@ from agentdesign.archive import (
     TaskResultRecord,
 )
 from agentdesign.components._errors import AgentDesignError
-from sqlalchemy import create_engine, event, inspect, make_url, text
-from sqlalchemy.exc import OperationalError
 
 POSTGRES_URL = os.environ.get(
     "AGENTDESIGN_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+
 from agentdesign.components._errors import AgentDesignError
 from agentdesign.evaluators import _benchmark
 from agentdesign.evaluators._benchmark import (

@@ -17,7 +17,12 @@ CLI = [sys.executable, "-c", "from agentdesign.search._cli import main; main()"]
 def agentdesign(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}  # wide enough that rich truncates no name
     return subprocess.run(
-        [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        [*CLI, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         check=False,
     )
 
@@ -40,8 +45,13 @@ def make_archive_with_a_run(tmp_path: Path) -> Path:
     with Archive(str(db)) as archive:
         run_search(
             archive,
-            RunConfig(name="kept", model="fake/model", budget=Budget(max_agents=2),
-                      n_search=3, n_holdout=2),
+            RunConfig(
+                name="kept",
+                model="fake/model",
+                budget=Budget(max_agents=2),
+                n_search=3,
+                n_holdout=2,
+            ),
             llm=FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3"),
         )
     return db
@@ -79,7 +89,9 @@ def _dump(db: Path) -> list[str]:
 def test_corrupt_and_foreign_databases_are_refused(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.db"
     garbage.write_text("this is not a database\n" * 100)
-    assert_one_line_error(agentdesign("show", "--storage", str(garbage), cwd=tmp_path), "garbage.db")
+    assert_one_line_error(
+        agentdesign("show", "--storage", str(garbage), cwd=tmp_path), "garbage.db"
+    )
     assert garbage.read_text() == "this is not a database\n" * 100
 
     foreign = tmp_path / "foreign.db"
@@ -120,12 +132,26 @@ def test_listings(tmp_path: Path) -> None:
 
 @pytest.mark.embedded
 def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
-    """The whole product on the real embedded model: run, SIGKILL, resume, export, run the export."""
+    """The whole product on the real embedded model: run, SIGKILL, resume, export, run it."""
     db = tmp_path / "real.db"
-    args = ["run", "--name", "real", "--model", "embedded/smollm2-135m", "--max-agents", "3",
-            "--n-search", "4", "--n-holdout", "2", "--storage", str(db)]
-    proc = subprocess.Popen([*CLI, *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    args = [
+        "run",
+        "--name",
+        "real",
+        "--model",
+        "embedded/smollm2-135m",
+        "--max-agents",
+        "3",
+        "--n-search",
+        "4",
+        "--n-holdout",
+        "2",
+        "--storage",
+        str(db),
+    ]
+    proc = subprocess.Popen(
+        [*CLI, *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     # Kill it hard as soon as some task results are committed.
     deadline = 240.0
     import time
@@ -155,7 +181,11 @@ def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
     shutil.copy(script, standalone / "agent.py")
     answered = subprocess.run(
         [sys.executable, "agent.py", "Tom has 3 apples and buys 4 more. How many apples?"],
-        cwd=standalone, capture_output=True, text=True, timeout=300, check=False,
+        cwd=standalone,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.strip()

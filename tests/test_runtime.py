@@ -78,8 +78,12 @@ def test_set_params_switching_component_starts_from_its_defaults() -> None:
         ({"model": MODEL, "components": {"workflow": "nope"}}, "unknown workflow component 'nope'"),
         ({"model": MODEL, "components": {"planner": "x"}}, "unknown slot"),
         (
-            {"model": MODEL, "components": {"workflow": {"name": "self_consistency",
-                                                         "params": {"n_samples": 1}}}},
+            {
+                "model": MODEL,
+                "components": {
+                    "workflow": {"name": "self_consistency", "params": {"n_samples": 1}}
+                },
+            },
             "workflow__n_samples",
         ),
         (
@@ -148,10 +152,13 @@ def test_self_consistency_makes_n_calls_and_returns_the_majority() -> None:
 
 
 def test_calculator_observation_is_fed_back_to_the_model() -> None:
-    def respond(model: str, messages: Sequence[Message], temperature: float, seed: int | None) -> str:
+    def respond(
+        model: str, messages: Sequence[Message], temperature: float, seed: int | None
+    ) -> str:
         last = messages[-1]["content"]
         if last.startswith("RESULT:"):
-            return f"So the total is {last.split(':')[1].strip()}.\nAnswer: {last.split(':')[1].strip()}"
+            value = last.split(":")[1].strip()
+            return f"So the total is {value}.\nAnswer: {value}"
         return "I need 17 * 23.\nCALC: 17 * 23\nRESULT: 999 (made up)\nAnswer: 999"
 
     llm = FakeChatModel(respond)
@@ -172,7 +179,16 @@ def test_few_shot_examples_come_before_the_question() -> None:
     agent = build_agent(spec, llm=llm, train_examples=pool)
     agent.run("real question")
     roles = [dict(m)["role"] for m in llm.calls[0].messages]
-    assert roles == ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert roles == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     shown = [dict(m)["content"] for m in llm.calls[0].messages]
     assert shown[-1] == "real question" and "Answer:" in shown[2] and "because" in shown[2]
     assert agent.examples == build_agent(spec, llm=llm, train_examples=pool[::-1]).examples
@@ -191,8 +207,9 @@ def test_budget_stops_a_runaway_tool_loop() -> None:
 
 
 def test_provider_failure_and_empty_output_are_recorded_not_raised() -> None:
-    failed = build_agent(AgentSpec.create(model=MODEL), llm=FakeChatModel(
-        failing_responder("503 upstream"))).run("Q")
+    failed = build_agent(
+        AgentSpec.create(model=MODEL), llm=FakeChatModel(failing_responder("503 upstream"))
+    ).run("Q")
     assert failed.error_kind == "llm" and "503" in (failed.error or "")
     empty = build_agent(AgentSpec.create(model=MODEL), llm=constant("   ")).run("Q")
     assert empty.error_kind == "empty_output"
@@ -236,16 +253,22 @@ def _load_exported(tmp_path: Path, source: str) -> object:
 
 EXPORT_SPECS = [
     AgentSpec.create(model=MODEL),
-    AgentSpec.create(model=MODEL, reasoning="direct", memory={"name": "few_shot",
-                                                              "params": {"k": 2}}),
-    AgentSpec.create(model=MODEL, workflow={"name": "self_consistency",
-                                            "params": {"n_samples": 3}}, tool="calculator"),
+    AgentSpec.create(
+        model=MODEL, reasoning="direct", memory={"name": "few_shot", "params": {"k": 2}}
+    ),
+    AgentSpec.create(
+        model=MODEL,
+        workflow={"name": "self_consistency", "params": {"n_samples": 3}},
+        tool="calculator",
+    ),
 ]
 
 
 @pytest.mark.parametrize("spec", EXPORT_SPECS, ids=lambda s: s.describe())
 def test_exported_agent_makes_the_same_calls_and_answers(spec: AgentSpec, tmp_path: Path) -> None:
-    def respond(model: str, messages: Sequence[Message], temperature: float, seed: int | None) -> str:
+    def respond(
+        model: str, messages: Sequence[Message], temperature: float, seed: int | None
+    ) -> str:
         last = messages[-1]["content"]
         if "CALC:" in messages[0]["content"] and not last.startswith("RESULT"):
             return "CALC: 6 * 7"
@@ -258,7 +281,9 @@ def test_exported_agent_makes_the_same_calls_and_answers(spec: AgentSpec, tmp_pa
     assert module.SPEC.to_json() == spec.to_json()  # type: ignore[attr-defined]
     exported_llm = FakeChatModel(respond)
     exported = module.Agent(  # type: ignore[attr-defined]
-        module.SPEC, llm=exported_llm, train_examples=module.EXAMPLES  # type: ignore[attr-defined]
+        module.SPEC,
+        llm=exported_llm,
+        train_examples=module.EXAMPLES,  # type: ignore[attr-defined]
     )
     for question in ("What is six times seven?", "Another question"):
         assert exported.run(question).answer == engine.run(question).answer

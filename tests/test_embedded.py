@@ -1,0 +1,212 @@
+"""The embedded provider: locating, joining and verifying weights; real SmolLM2 completions."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sys
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+
+import pytest
+
+from agentdesign.components import _embedded
+from agentdesign.components._embedded import (
+    EMBEDDED_MODELS,
+    EmbeddedModel,
+    embedded_model_path,
+    register_embedded_provider,
+)
+from agentdesign.components._errors import ModelUnavailableError
+
+SMOL = "embedded/smollm2-135m"
+QUESTION = [{"role": "user", "content": "What is 2+2?"}]
+
+
+@pytest.fixture(scope="module")
+def litellm() -> ModuleType:
+    register_embedded_provider()
+    import litellm
+
+    return litellm
+
+
+def _fake_parts(root: Path, payloads: list[bytes], prefix: str) -> list[tuple[str, str]]:
+    """One package directory per payload (never imported), as the weight packages are laid out."""
+    parts = []
+    for i, payload in enumerate(payloads, start=1):
+        package = root / f"{prefix}{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("raise ImportError('must not be imported')\n")
+        (package / "data" / f"part{i:02d}.bin").write_bytes(payload)
+        parts.append((package.name, f"data/part{i:02d}.bin"))
+    return parts
+
+
+@pytest.fixture
+def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[EmbeddedModel, Path]:
+    """A three-part model in fake packages on sys.path, with the cache pointed into tmp_path."""
+    payloads = [b"GGUF" + bytes(range(256)) * 40, b"middle" * 1000, b"tail"]
+    whole = b"".join(payloads)
+    sources = tmp_path / "site"
+    parts = _fake_parts(sources, payloads, prefix=f"fake_part_{tmp_path.name.replace('-', '_')}_")
+    model = EmbeddedModel(
+        name="fake-model",
+        description="test model",
+        install="pip install fake-parts",
+        sha256=hashlib.sha256(whole).hexdigest(),
+        size=len(whole),
+        parts=tuple(parts),
+    )
+    monkeypatch.syspath_prepend(str(sources))
+    monkeypatch.setattr(_embedded, "EMBEDDED_MODELS", MappingProxyType({model.name: model}))
+    monkeypatch.setenv("AGENTDESIGN_CACHE_DIR", str(tmp_path / "cache"))
+    return model, sources
+
+
+def test_join_parts_writes_verified_file_and_marker(tmp_path: Path) -> None:
+    parts = []
+    for i, payload in enumerate([b"abc", b"", b"defgh"]):
+        parts.append(tmp_path / f"part{i}")
+        parts[-1].write_bytes(payload)
+    dest = tmp_path / "models" / "m.gguf"
+    sha = hashlib.sha256(b"abcdefgh").hexdigest()
+    _embedded._join_parts(parts, dest, sha, 8)
+    assert dest.read_bytes() == b"abcdefgh"
+    assert (tmp_path / "models" / "m.gguf.sha256").read_text().strip() == sha
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["m.gguf", "m.gguf.sha256"]
+    assert dest.stat().st_mode & 0o777 == 0o644
+
+
+def test_join_parts_mismatch_leaves_nothing(tmp_path: Path) -> None:
+    part = tmp_path / "part"
+    part.write_bytes(b"corrupt")
+    dest = tmp_path / "models" / "m.gguf"
+    with pytest.raises(ModelUnavailableError, match="sha256") as caught:
+        _embedded._join_parts([part], dest, hashlib.sha256(b"correct").hexdigest(), 7)
+    assert "\n" not in str(caught.value)
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_model_path_joins_once_into_cache(
+    fake_model: tuple[EmbeddedModel, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    path = embedded_model_path(model.name)
+    assert path == tmp_path / "cache" / "models" / "fake-model.gguf"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == model.sha256
+
+    def fail(*args: object) -> None:
+        raise AssertionError("joined again")
+
+    monkeypatch.setattr(_embedded, "_join_parts", fail)
+    assert embedded_model_path(model.name) == path
+
+
+def test_model_path_rejects_corrupt_parts(fake_model: tuple[EmbeddedModel, Path]) -> None:
+    model, sources = fake_model
+    package, relative = model.parts[1]
+    (sources / package / relative).write_bytes(b"middle" * 999 + b"MIDDLE")
+    with pytest.raises(ModelUnavailableError, match="corrupt or the wrong version"):
+        embedded_model_path(model.name)
+    cache = Path(_embedded._cache_dir())
+    assert list(cache.iterdir()) == []
+
+
+def test_model_path_names_the_install_command(
+    fake_model: tuple[EmbeddedModel, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    missing = EmbeddedModel(
+        name=model.name,
+        description=model.description,
+        install=model.install,
+        sha256=model.sha256,
+        size=model.size,
+        parts=(*model.parts, ("agentdesign_no_such_package", "data/x.bin")),
+    )
+    monkeypatch.setattr(_embedded, "EMBEDDED_MODELS", MappingProxyType({model.name: missing}))
+    with pytest.raises(ModelUnavailableError, match=r"agentdesign_no_such_package.*pip install"):
+        embedded_model_path(model.name)
+
+
+def test_single_file_model_is_verified(
+    fake_model: tuple[EmbeddedModel, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = fake_model
+    single = EmbeddedModel(
+        name="single",
+        description="one file",
+        install="pip install single",
+        sha256="0" * 64,
+        size=3,
+        parts=model.parts[2:],
+    )
+    monkeypatch.setattr(_embedded, "EMBEDDED_MODELS", MappingProxyType({"single": single}))
+    with pytest.raises(ModelUnavailableError, match="expected 0000"):
+        embedded_model_path("single")
+
+
+def test_unknown_model_lists_known_names() -> None:
+    with pytest.raises(ModelUnavailableError, match=r"known: qwen2\.5-coder-1\.5b, smollm2-135m"):
+        embedded_model_path("nope")
+
+
+def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    with pytest.raises(ModelUnavailableError, match=r"agentdesign\[embedded\]"):
+        _embedded._import_xllamacpp()
+
+
+def test_catalogue_is_frozen() -> None:
+    assert set(EMBEDDED_MODELS) == {"qwen2.5-coder-1.5b", "smollm2-135m"}
+    assert EMBEDDED_MODELS["qwen2.5-coder-1.5b"].size == 1_117_320_768
+    assert isinstance(EMBEDDED_MODELS, MappingProxyType)
+
+
+def test_register_is_idempotent(litellm: ModuleType) -> None:
+    register_embedded_provider()
+    entries = [e for e in litellm.custom_provider_map if e["provider"] == "embedded"]
+    assert len(entries) == 1
+
+
+def test_unknown_model_through_litellm(litellm: ModuleType) -> None:
+    with pytest.raises(Exception, match="unknown embedded model 'nope'"):
+        litellm.completion(model="embedded/nope", messages=QUESTION)
+
+
+@pytest.mark.embedded
+def test_completion_is_real_free_and_deterministic(litellm: ModuleType) -> None:
+    kwargs = {"model": SMOL, "messages": QUESTION, "temperature": 0, "max_tokens": 32, "seed": 0}
+    first = litellm.completion(**kwargs)
+    second = litellm.completion(**kwargs)
+    text = first.choices[0].message.content
+    assert text.strip()
+    assert first.choices[0].finish_reason in {"stop", "length"}
+    assert first.usage.prompt_tokens > 0
+    assert first.usage.completion_tokens > 0
+    assert first.usage.total_tokens == first.usage.prompt_tokens + first.usage.completion_tokens
+    assert first.model == SMOL
+    assert litellm.completion_cost(first) == 0
+    assert second.choices[0].message.content == text
+
+
+@pytest.mark.embedded
+def test_acompletion_and_n_samples(litellm: ModuleType) -> None:
+    response = asyncio.run(
+        litellm.acompletion(model=SMOL, messages=QUESTION, temperature=0, max_tokens=8, n=2)
+    )
+    assert [choice.index for choice in response.choices] == [0, 1]
+    assert response.choices[0].message.content == response.choices[1].message.content
+    assert response.choices[0].message.content.strip()
+    assert response.usage.completion_tokens > 0
+
+
+@pytest.mark.embedded
+def test_unsupported_and_oversized_requests_are_refused(litellm: ModuleType) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    with pytest.raises(litellm.BadRequestError, match="do not support: tools"):
+        litellm.completion(model=SMOL, messages=QUESTION, tools=tools)
+    too_long = [{"role": "user", "content": "hi " * 5000}]
+    with pytest.raises(litellm.BadRequestError, match="context size"):
+        litellm.completion(model=SMOL, messages=too_long, max_tokens=8)
