@@ -14,7 +14,6 @@ from agentdesign.archive._records import (
     LeaderboardRow,
     RunRecord,
     RunTotals,
-    TaskResultRecord,
 )
 
 __all__ = [
@@ -25,5 +24,4 @@ __all__ = [
     "LeaderboardRow",
     "RunRecord",
     "RunTotals",
-    "TaskResultRecord",
 ]

@@ -11,10 +11,11 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sqlalchemy import (
     URL,
@@ -42,7 +43,6 @@ from agentdesign.archive._records import (
     LeaderboardRow,
     RunRecord,
     RunTotals,
-    TaskResultRecord,
 )
 from agentdesign.archive._tables import (
     OPTUNA_TABLES,
@@ -56,6 +56,10 @@ from agentdesign.archive._tables import (
     metadata,
 )
 from agentdesign.components._errors import AgentDesignError
+from agentdesign.evaluators import TaskOutcome
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["Archive", "ArchiveError"]
 
@@ -69,6 +73,7 @@ _SQLITE_BUSY_TIMEOUT_MS = 30_000
 _SETUP_LOCK_KEY = 0x61_64_61_72_63_68  # "adarch"
 
 _Row = TypeVar("_Row", bound=SQLModel)
+_Record = TypeVar("_Record", bound="DataclassInstance")
 
 
 # mypy cannot follow the editable install's package-dir mapping, so under `mypy archive/` the base
@@ -182,16 +187,16 @@ class Archive:
                     f"a run named {name!r} already exists in {self._shown_url}: "
                     "resume it or choose another name"
                 ) from None
-        return _run_record(row)
+        return _record(RunRecord, row)
 
     def get_run(self, name: str) -> RunRecord:
         with self._session() as session:
-            return _run_record(self._run_row(session, name))
+            return _record(RunRecord, self._run_row(session, name))
 
     def list_runs(self) -> list[RunRecord]:
         with self._session() as session:
             rows = session.exec(select(RunRow).order_by(col(RunRow.created_at), col(RunRow.id)))
-            return [_run_record(row) for row in rows]
+            return [_record(RunRecord, row) for row in rows]
 
     def update_run(
         self, name: str, *, status: str | None = None, add_elapsed_s: float = 0.0
@@ -208,7 +213,7 @@ class Archive:
             session.exec(update(RunRow).where(col(RunRow.id) == row.id).values(values))
             session.commit()
             session.refresh(row)
-            return _run_record(row)
+            return _record(RunRecord, row)
 
     # -- agents -------------------------------------------------------------------------------
 
@@ -236,11 +241,11 @@ class Archive:
                 f"agent {spec_hash} is archived with a different spec: "
                 "its spec hash is not canonical"
             )
-        return _agent_record(stored)
+        return _record(AgentRecord, stored)
 
     def get_agent(self, spec_hash: str) -> AgentRecord:
         with self._session() as session:
-            return _agent_record(self._agent_row(session, spec_hash))
+            return _record(AgentRecord, self._agent_row(session, spec_hash))
 
     # -- evaluations --------------------------------------------------------------------------
 
@@ -273,13 +278,13 @@ class Archive:
         with self._session() as session:
             self._agent_row(session, agent_hash)
             stored = _get_or_insert(session, row, lambda: session.exec(query).first())
-            return _evaluation_record(stored)
+            return _record(EvaluationRecord, stored)
 
     def get_evaluation(self, evaluation_id: int) -> EvaluationRecord:
         with self._session() as session:
-            return _evaluation_record(self._evaluation_row(session, evaluation_id))
+            return _record(EvaluationRecord, self._evaluation_row(session, evaluation_id))
 
-    def task_results(self, evaluation_id: int) -> dict[str, TaskResultRecord]:
+    def task_results(self, evaluation_id: int) -> dict[str, TaskOutcome]:
         """The evaluation's recorded task results by task id, in the order they were recorded."""
         with self._session() as session:
             self._evaluation_row(session, evaluation_id)
@@ -288,23 +293,23 @@ class Archive:
                 .where(col(TaskResultRow.evaluation_id) == evaluation_id)
                 .order_by(col(TaskResultRow.id))
             )
-            return {row.task_id: _task_result_record(row) for row in rows}
+            return {row.task_id: _record(TaskOutcome, row) for row in rows}
 
-    def add_task_result(self, evaluation_id: int, result: TaskResultRecord) -> bool:
+    def add_task_result(self, evaluation_id: int, outcome: TaskOutcome) -> bool:
         """Records one finished task at once, so an interrupted evaluation resumes where it stopped.
 
         Returns False, changing nothing, when the task is already recorded.
         """
-        row = _task_result_row(evaluation_id, result)
+        row = _task_result_row(evaluation_id, outcome)
         with self._session() as session:
             evaluation = self._evaluation_row(session, evaluation_id, lock=True)
-            if result.task_id not in evaluation.task_ids:
+            if outcome.task_id not in evaluation.task_ids:
                 raise ArchiveError(
-                    f"task {result.task_id!r} is not among the tasks of evaluation {evaluation_id}"
+                    f"task {outcome.task_id!r} is not among the tasks of evaluation {evaluation_id}"
                 )
             recorded = select(TaskResultRow.id).where(
                 col(TaskResultRow.evaluation_id) == evaluation_id,
-                col(TaskResultRow.task_id) == result.task_id,
+                col(TaskResultRow.task_id) == outcome.task_id,
             )
             if session.exec(recorded).first() is not None:
                 return False
@@ -345,7 +350,7 @@ class Archive:
             _refresh_totals(session, evaluation_id, **values)
             session.commit()
             session.refresh(row)
-            return _evaluation_record(row)
+            return _record(EvaluationRecord, row)
 
     def add_run_entry(
         self, *, run_name: str, agent_hash: str, evaluation_id: int, trial_number: int | None
@@ -635,19 +640,20 @@ def _task_ids(ids: Sequence[str], what: str, *, allow_empty: bool = False) -> li
     return checked
 
 
-def _task_result_row(evaluation_id: int, result: TaskResultRecord) -> TaskResultRow:
+def _task_result_row(evaluation_id: int, outcome: TaskOutcome) -> TaskResultRow:
     return TaskResultRow(
         evaluation_id=evaluation_id,
-        task_id=_text(result.task_id, "task_id"),
-        output=_string(result.output, "output"),
-        answer=_string(result.answer, "answer"),
-        score=_finite(result.score, "score"),
-        prompt_tokens=_count(result.prompt_tokens, "prompt_tokens"),
-        completion_tokens=_count(result.completion_tokens, "completion_tokens"),
-        cost=_non_negative(result.cost, "cost"),
-        latency_s=_non_negative(result.latency_s, "latency_s"),
-        error_kind=_optional_text(result.error_kind, "error_kind"),
-        error=None if result.error is None else _string(result.error, "error"),
+        task_id=_text(outcome.task_id, "task_id"),
+        output=_string(outcome.output, "output"),
+        answer=_string(outcome.answer, "answer"),
+        score=_finite(outcome.score, "score"),
+        prompt_tokens=_count(outcome.prompt_tokens, "prompt_tokens"),
+        completion_tokens=_count(outcome.completion_tokens, "completion_tokens"),
+        cost=_non_negative(outcome.cost, "cost"),
+        latency_s=_non_negative(outcome.latency_s, "latency_s"),
+        error_kind=_optional_text(outcome.error_kind, "error_kind"),
+        error=None if outcome.error is None else _string(outcome.error, "error"),
+        details=_json_object(outcome.details, "details"),
         created_at=_now(),
     )
 
@@ -697,72 +703,23 @@ def _ident(row_id: int | None) -> int:
     return row_id
 
 
-def _run_record(row: RunRow) -> RunRecord:
-    return RunRecord(
-        id=_ident(row.id),
-        name=row.name,
-        benchmark=row.benchmark,
-        model=row.model,
-        strategy=row.strategy,
-        budget=row.budget,
-        config=row.config,
-        split_seed=row.split_seed,
-        search_task_ids=tuple(row.search_task_ids),
-        holdout_task_ids=tuple(row.holdout_task_ids),
-        status=row.status,
-        elapsed_s=row.elapsed_s,
-        created_at=_utc(row.created_at),
-        updated_at=_utc(row.updated_at),
-    )
+def _record(record_type: type[_Record], row: SQLModel) -> _Record:
+    """A `record_type` with each field read off the row's attribute of the same name.
 
-
-def _agent_record(row: AgentRow) -> AgentRecord:
-    return AgentRecord(
-        id=_ident(row.id),
-        spec_hash=row.spec_hash,
-        spec=row.spec,
-        parent_hash=row.parent_hash,
-        operator=row.operator,
-        created_at=_utc(row.created_at),
-    )
-
-
-def _evaluation_record(row: EvaluationRow) -> EvaluationRecord:
-    return EvaluationRecord(
-        id=_ident(row.id),
-        agent_hash=row.agent_hash,
-        benchmark=row.benchmark,
-        task_set=row.task_set,
-        task_ids=tuple(row.task_ids),
-        split=row.split,
-        n_planned=row.n_planned,
-        n_done=row.n_done,
-        mean=row.mean,
-        ci_low=row.ci_low,
-        ci_high=row.ci_high,
-        prompt_tokens=row.prompt_tokens,
-        completion_tokens=row.completion_tokens,
-        cost=row.cost,
-        wall_s=row.wall_s,
-        status=row.status,
-        created_at=_utc(row.created_at),
-        updated_at=_utc(row.updated_at),
-    )
-
-
-def _task_result_record(row: TaskResultRow) -> TaskResultRecord:
-    return TaskResultRecord(
-        task_id=row.task_id,
-        output=row.output,
-        answer=row.answer,
-        score=row.score,
-        prompt_tokens=row.prompt_tokens,
-        completion_tokens=row.completion_tokens,
-        cost=row.cost,
-        latency_s=row.latency_s,
-        error_kind=row.error_kind,
-        error=row.error,
-    )
+    Three conversions, by name or by value: `id` (set once stored) becomes a plain int, a JSON list
+    a tuple and a timestamp UTC. Everything else, JSON objects included, is taken as it is.
+    """
+    values: dict[str, Any] = {}
+    for field in fields(record_type):
+        value = getattr(row, field.name)
+        if field.name == "id":
+            value = _ident(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(value, datetime):
+            value = _utc(value)
+        values[field.name] = value
+    return record_type(**values)
 
 
 def _leaderboard_row(rank: int, row: EvaluationRow, spec: Mapping[str, Any]) -> LeaderboardRow:

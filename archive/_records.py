@@ -1,7 +1,8 @@
 """Frozen snapshots of archive rows.
 
 The archive hands out these instead of ORM rows (as optuna hands out FrozenTrial), so that no
-caller holds a live row bound to a closed session or edits the database by accident.
+caller holds a live row bound to a closed session or edits the database by accident. Task results
+need no record of their own: the archive stores and returns the runner's `TaskOutcome`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ __all__ = [
     "LeaderboardRow",
     "RunRecord",
     "RunTotals",
-    "TaskResultRecord",
 ]
 
 
@@ -71,20 +71,6 @@ class EvaluationRecord:
     status: str
     created_at: datetime
     updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class TaskResultRecord:
-    task_id: str
-    output: str
-    answer: str
-    score: float
-    prompt_tokens: int
-    completion_tokens: int
-    cost: float
-    latency_s: float
-    error_kind: str | None = None
-    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

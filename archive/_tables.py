@@ -159,6 +159,7 @@ class TaskResultRow(_Table, table=True):
     latency_s: float
     error_kind: str | None = None
     error: str | None = Field(default=None, sa_type=Text)
+    details: dict[str, Any] = _json_column()
     created_at: datetime = _timestamp()
 
 

@@ -35,6 +35,7 @@ from agentdesign.evaluators import (
     get_benchmark,
 )
 from agentdesign.search._loop import Budget, RunConfig, RunSummary, resume_search, run_search
+from agentdesign.search._space import SPACE_PRESETS, space_from_option
 from agentdesign.search._strategies import STRATEGIES
 
 __all__ = ["app", "main"]
@@ -168,9 +169,13 @@ def run(
     seed: Annotated[int, typer.Option(help="seed of the strategy and the split")] = 0,
     concurrency: Annotated[int, typer.Option(help="tasks run at once (1 for embedded)")] = 1,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")] = None,
+    space: Annotated[
+        str, typer.Option(help=f"design space: {', '.join(SPACE_PRESETS)} or a JSON file")
+    ] = "quick",
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """Start a search and print its leaderboard."""
+    narrowing = space_from_option(space)
     config = RunConfig(
         name=name or datetime.now().strftime("run-%Y%m%d-%H%M%S"),
         benchmark=benchmark,
@@ -183,6 +188,8 @@ def run(
         seed=seed,
         concurrency=concurrency,
         api_base=api_base,
+        choices=narrowing.get("choices", {}),
+        limits=narrowing.get("limits", {}),
     )
     with _open(storage) as archive:
         console.print(

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import optuna
 
-from agentdesign.archive import Archive, EvaluationRecord, RunRecord, TaskResultRecord
+from agentdesign.archive import Archive, EvaluationRecord, RunRecord
 from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
@@ -317,7 +317,7 @@ class _Search:
         agent = build_agent(spec, llm=self.llm, train_examples=self.examples)
 
         def record(outcome: TaskOutcome) -> None:
-            self.archive.add_task_result(evaluation.id, _to_record(outcome))
+            self.archive.add_task_result(evaluation.id, outcome)
             self._charge_time()
             self.reporter.task_finished(outcome)
 
@@ -359,18 +359,3 @@ class _Search:
             if evaluation is not None:
                 confirmed.append(evaluation)
         return tuple(confirmed)
-
-
-def _to_record(outcome: TaskOutcome) -> TaskResultRecord:
-    return TaskResultRecord(
-        task_id=outcome.task_id,
-        output=outcome.output,
-        answer=outcome.answer,
-        score=outcome.score,
-        prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens,
-        cost=outcome.cost,
-        latency_s=outcome.latency_s,
-        error_kind=outcome.error_kind,
-        error=outcome.error,
-    )

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import optuna
 
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo, SpecError
 
-__all__ = ["SearchSpace"]
+__all__ = ["SPACE_PRESETS", "SearchSpace", "space_from_option"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,17 @@ class SearchSpace:
                     REGISTRY.get(slot, name)
                 except ValueError as exc:
                     raise SpecError(str(exc)) from None
+        for key, (low, high) in self.limits.items():
+            slot, _, name = key.partition("__")
+            known = {
+                info.name
+                for comp in (REGISTRY.names(slot) if slot in SLOTS else ())
+                for info in REGISTRY.get(slot, comp).param_info()
+            }
+            if name not in known:
+                raise SpecError(f"unknown parameter '{key}' in the search space limits")
+            if low > high:
+                raise SpecError(f"limits for '{key}' are empty: {low} > {high}")
 
     def components(self, slot: str) -> tuple[str, ...]:
         return tuple(self.choices.get(slot, REGISTRY.names(slot)))
@@ -87,3 +100,43 @@ class SearchSpace:
         for slot in SLOTS:
             total *= len(self.components(slot))
         return total
+
+
+# Named narrowings of the full space. "quick" keeps every component but caps the costly knobs, so
+# the default run (8 agents x 10 items on a 1.5B model on 2 CPU cores) stays affordable.
+SPACE_PRESETS: dict[str, dict[str, Any]] = {
+    "full": {},
+    "quick": {
+        "limits": {
+            "workflow__n_samples": (2, 3),
+            "reasoning__max_tokens": (64, 256),
+            "memory__k": (1, 2),
+            "tool__max_uses": (1, 2),
+        },
+    },
+    "tiny": {  # for smoke tests on the 135M model: short answers, few samples
+        "limits": {"workflow__n_samples": (2, 2), "reasoning__max_tokens": (32, 128)},
+    },
+}
+
+
+def space_from_option(option: str) -> dict[str, Any]:
+    """The choices and limits named by `--space`: a preset name or a JSON file of the same shape."""
+    if option in SPACE_PRESETS:
+        return SPACE_PRESETS[option]
+    path = Path(option)
+    if not path.is_file():
+        presets = ", ".join(SPACE_PRESETS)
+        raise SpecError(f"--space must be a preset ({presets}) or a JSON file; got {option!r}")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or set(data) - {"choices", "limits"}:
+        raise SpecError(f"{path}: expected an object with 'choices' and/or 'limits'")
+    limits = data.get("limits", {})
+    if not isinstance(limits, dict) or not all(
+        isinstance(v, list) and len(v) == 2 for v in limits.values()
+    ):
+        raise SpecError(f"{path}: 'limits' maps slot__param to [low, high]")
+    return {"choices": data.get("choices", {}), "limits": {k: tuple(v) for k, v in limits.items()}}

@@ -26,9 +26,9 @@ from agentdesign.archive import (
     ArchiveError,
     EvaluationRecord,
     RunTotals,
-    TaskResultRecord,
 )
 from agentdesign.components._errors import AgentDesignError
+from agentdesign.evaluators import TaskOutcome
 
 POSTGRES_URL = os.environ.get(
     "AGENTDESIGN_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
@@ -89,8 +89,8 @@ def archive(archive_url: str) -> Iterator[Archive]:
         yield opened
 
 
-def _result(task_id: str, score: float = 1.0, **changes: Any) -> TaskResultRecord:
-    result = TaskResultRecord(
+def _result(task_id: str, score: float = 1.0, **changes: Any) -> TaskOutcome:
+    result = TaskOutcome(
         task_id=task_id,
         output=f"output of {task_id}",
         answer="42",
@@ -497,7 +497,13 @@ def test_task_results_are_recorded_once(archive: Archive) -> None:
     evaluation = archive.get_or_create_evaluation(
         agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
     )
-    failed = _result("t2", 0.0, error_kind="timeout", error="took too long\nline 2")
+    failed = _result(
+        "t2",
+        0.0,
+        error_kind="timeout",
+        error="took too long\nline 2",
+        details={"error": "timeout", "tries": [1, 2.5, None], "gold": {"answer": "42"}},
+    )
     assert archive.add_task_result(evaluation.id, _result("t1")) is True
     assert archive.add_task_result(evaluation.id, failed) is True
     assert archive.add_task_result(evaluation.id, _result("t1", 0.0, cost=9.0)) is False
@@ -556,6 +562,8 @@ def test_bad_task_result_writes_nothing(archive: Archive) -> None:
         (_result("t1", completion_tokens=1.5), "completion_tokens must be an integer"),
         (_result("t1", latency_s=math.inf), "latency_s must be a finite number"),
         (_result("t1", output=None), "output must be a string"),
+        (_result("t1", details={"when": object()}), "details is not plain JSON"),
+        (_result("t1", details={"score": math.nan}), "details is not plain JSON"),
     ]:
         with pytest.raises(ArchiveError, match=message):
             archive.add_task_result(evaluation.id, result)

@@ -146,6 +146,8 @@ def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
         "4",
         "--n-holdout",
         "2",
+        "--space",
+        "tiny",
         "--storage",
         str(db),
     ]
