@@ -7,6 +7,7 @@ are never run again.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -47,7 +48,11 @@ def examples_from_tasks(tasks: Sequence[Task]) -> list[Example]:
 
 
 def run_task(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
-    """Runs and scores one task; model failures and empty outputs score 0 and say why."""
+    """Runs and scores one task; model failures and empty outputs score 0 and say why.
+
+    The details keep the scorer's findings and the task's full trace (every model and tool call
+    with its tokens, cost, latency and error), so a result can be audited from the archive alone.
+    """
     started = time.perf_counter()
     result = agent.run(task.question)
     latency = time.perf_counter() - started
@@ -56,6 +61,7 @@ def run_task(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
     else:
         scored = benchmark.score(task, result.output)
         score, details = scored.value, dict(scored.details)
+    details["trace"] = [dataclasses.asdict(record) for record in result.trace]
     return TaskOutcome(
         task_id=task.id,
         output=result.output,

@@ -17,6 +17,7 @@ from rich.progress import (
     TaskID,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from rich.table import Table
 
@@ -59,7 +60,8 @@ def _open(storage: str) -> Archive:
 
 
 class _ProgressReporter:
-    """Draws the run's progress: agents done, the current agent's tasks, best score, tokens."""
+    """Draws the run's progress: agents done, the current agent's tasks, best score, tokens, and
+    the time left (rich's estimate from the pace so far)."""
 
     def __init__(self, progress: Progress, max_agents: int | None, done_agents: int) -> None:
         self.progress = progress
@@ -99,6 +101,8 @@ def _progress() -> Progress:
         MofNCompleteColumn(),
         TextColumn("best {task.fields[best]}  tokens {task.fields[tokens]}"),
         TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),  # estimated from the pace so far
         console=console,
         transient=False,
     )

@@ -64,6 +64,9 @@ def test_a_run_evaluates_its_budget_and_confirms_the_winner_on_holdout(archive: 
     assert len(summary.holdout) == 1
     assert summary.holdout[0].agent_hash == board[0].agent_hash
     assert summary.holdout[0].n_done == 3
+    first = archive.task_results(board[0].evaluation_id)
+    trace = next(iter(first.values())).details["trace"]
+    assert trace and trace[0]["kind"] == "llm" and trace[0]["prompt_tokens"] > 0
     run = archive.get_run("r1")
     assert not set(run.search_task_ids) & set(run.holdout_task_ids)
     study = optuna.load_study(study_name=study_name("r1"), storage=archive.url)
