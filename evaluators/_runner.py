@@ -56,6 +56,7 @@ def run_task(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
     started = time.perf_counter()
     result = agent.run(task.question)
     latency = time.perf_counter() - started
+    details: dict[str, Any]
     if result.error_kind is not None:
         score, details = 0.0, {"error": result.error_kind}
     else:
