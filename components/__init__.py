@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentdesign.components import _workflows  # noqa: F401  (registers the workflows)
 from agentdesign.components._build import (
     build_agent,
     check_model,
@@ -12,6 +13,7 @@ from agentdesign.components._embedded import EMBEDDED_MODELS, embedded_model_pat
 from agentdesign.components._errors import AgentDesignError, ModelUnavailableError, SpecError
 from agentdesign.components._export import render_standalone
 from agentdesign.components._fake import FakeCall, FakeChatModel, failing_responder
+from agentdesign.components._functional import safe_eval
 from agentdesign.components._llm import (
     LiteLLMChatModel,
     ResponseCache,
@@ -37,8 +39,8 @@ from agentdesign.components._runtime import (
     extract_answer,
     param,
     register,
-    safe_eval,
 )
+from agentdesign.components._sandbox import SandboxLimits, SandboxResult, run_python
 
 __all__ = [
     "EMBEDDED_MODELS",
@@ -61,6 +63,8 @@ __all__ = [
     "ParamInfo",
     "Registry",
     "ResponseCache",
+    "SandboxLimits",
+    "SandboxResult",
     "SpecError",
     "TaskBudget",
     "answer_key",
@@ -76,5 +80,6 @@ __all__ = [
     "parse_spec",
     "register",
     "render_standalone",
+    "run_python",
     "safe_eval",
 ]

@@ -7,27 +7,27 @@ same answers as the agent the search evaluated.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Sequence
 from importlib import resources
 
-from agentdesign.components._runtime import AgentSpec, Example
+from agentdesign.components._runtime import AgentSpec, Example, Memory
 
 __all__ = ["render_standalone"]
 
-# Modules inlined into the exported file, in order, with the imports that must be cut from each
-# (their names are defined earlier in the same file).
-_INLINED: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("_runtime.py", ()),
-    (
-        "_llm.py",
-        ("from agentdesign.components._runtime import Completion, LLMCallError, Message\n",),
-    ),
-    (
-        "_embedded.py",
-        ("from agentdesign.components._errors import ModelUnavailableError\n",),
-    ),
+# Modules inlined into the exported file, in order. Their imports of each other are cut (the names
+# are defined earlier in the same file), and so are imports of the names the preamble defines.
+_INLINED = (
+    "_runtime.py",
+    "_sandbox.py",
+    "_functional.py",
+    "_workflows.py",
+    "_llm.py",
+    "_embedded.py",
 )
+_PACKAGE = "agentdesign.components"
+_PROVIDED_BY_PREAMBLE = {f"{_PACKAGE}._errors": {"ModelUnavailableError"}}
 
 _PREAMBLE = '''\
 """{title}
@@ -54,21 +54,32 @@ _MAIN = '''
 
 # ----- the exported agent ------------------------------------------------------------
 
+import functools
+
 SPEC = AgentSpec.from_json({spec_json!r})
+# The training items the memory component kept at export time (few_shot: its examples; retrieval:
+# the whole pool it ranks); keeping again from just these keeps them all, in the same order.
 EXAMPLES = tuple(Example(**e) for e in json.loads({examples_json!r}))
 
 
 def build_agent(*, model: str | None = None, api_base: str | None = None) -> Agent:
     """The agent as it was exported, optionally on another model."""
     spec = SPEC if model is None else SPEC.set_params(model=model)
-    # EXAMPLES are what the memory component chose from the benchmark's training items at export
-    # time; choosing again from just those gives the same examples in the same order.
     return Agent(spec, llm=LiteLLMChatModel(api_base=api_base), train_examples=EXAMPLES)
 
 
+@functools.cache
+def _shared_agent(model: str | None, api_base: str | None) -> Agent:
+    return build_agent(model=model, api_base=api_base)
+
+
 def answer(question: str, *, model: str | None = None, api_base: str | None = None) -> str:
-    """The agent's final answer to one question."""
-    return build_agent(model=model, api_base=api_base).run(question).answer
+    """The agent's final answer to one question.
+
+    Calls with the same model share one agent, so an experience memory carries its lessons from
+    one question to the next.
+    """
+    return _shared_agent(model, api_base).run(question).answer
 
 
 def _main() -> int:
@@ -103,23 +114,47 @@ if __name__ == "__main__":
 '''
 
 
-def _module_source(filename: str, cut: Sequence[str]) -> str:
-    source = resources.files("agentdesign.components").joinpath(filename).read_text()
-    for line in (*cut, "from __future__ import annotations\n"):
-        if line not in source:
-            raise RuntimeError(f"export template out of date: {filename} lacks {line.strip()!r}")
-        source = source.replace(line, "", 1)
-    return f"\n# ----- {filename} (copied from agentdesign.components) " + "-" * 40 + "\n" + source
+def _module_source(filename: str) -> str:
+    """The module's source without its `from __future__` and package imports.
+
+    Any other import of agentdesign would break the standalone file, so it is refused here.
+    """
+    source = resources.files(_PACKAGE).joinpath(filename).read_text()
+    lines = source.splitlines(keepends=True)
+    inlined = {f"{_PACKAGE}.{name.removesuffix('.py')}" for name in _INLINED}
+    imports = [
+        n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.Import, ast.ImportFrom))
+    ]
+    for node in sorted(imports, key=lambda n: n.lineno, reverse=True):  # bottom up: lines stay put
+        module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+        names = {alias.name for alias in node.names}
+        provided = _PROVIDED_BY_PREAMBLE.get(module or "", set())
+        if module == "__future__" or module in inlined or (provided and names <= provided):
+            assert node.end_lineno is not None
+            indent = " " * node.col_offset
+            # A nested import becomes `pass`, so that its block stays valid.
+            replacement = [f"{indent}pass\n"] if node.col_offset else []
+            lines[node.lineno - 1 : node.end_lineno] = replacement
+        elif (module or "").startswith("agentdesign"):
+            raise RuntimeError(f"export cannot inline {filename}: it imports {module}")
+    body = "".join(lines)
+    return f"\n# ----- {filename} (copied from {_PACKAGE}) " + "-" * 40 + "\n" + body
 
 
 def render_standalone(
     spec: AgentSpec,
     *,
-    examples: Sequence[Example],
+    train_examples: Sequence[Example],
     filename: str = "agent.py",
     title: str | None = None,
 ) -> str:
-    """Source of a standalone module running `spec` with the few-shot `examples` it selected."""
+    """Source of a standalone module running `spec`.
+
+    The file carries the training items the spec's memory keeps from `train_examples`: none, a
+    few_shot memory's k examples, or a retrieval memory's whole pool (BM25 ranks it per question).
+    """
+    memory = spec["memory"]
+    assert isinstance(memory, Memory)
     module = filename.removesuffix(".py")
     parts = [
         _PREAMBLE.format(
@@ -128,9 +163,12 @@ def render_standalone(
             module=module,
         )
     ]
-    parts.extend(_module_source(name, cut) for name, cut in _INLINED)
+    parts.extend(_module_source(name) for name in _INLINED)
     examples_json = json.dumps(
-        [{"question": e.question, "answer": e.answer, "rationale": e.rationale} for e in examples]
+        [
+            {"question": e.question, "answer": e.answer, "rationale": e.rationale}
+            for e in memory.select(train_examples)
+        ]
     )
     parts.append(_MAIN.format(spec_json=spec.to_json(), examples_json=examples_json))
     return "".join(parts)

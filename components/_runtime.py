@@ -1,6 +1,8 @@
-"""The agent runtime: components, agent specs and the agent that runs them.
+"""The agent runtime: the component slots, agent specs, and the solver and agent that run them.
 
-This module imports nothing but the standard library, on purpose: `agentdesign export` copies its
+The components themselves live in `_functional.py` (planning, reasoning, memory, tools, reflection)
+and `_workflows.py` (how calls are orchestrated). These modules, and the `_sandbox.py` they run
+Python in, import nothing but the standard library, on purpose: `agentdesign export` copies their
 source verbatim into the standalone file it writes, so an exported agent runs exactly the code the
 engine ran. Model calls go through a `ChatModel` handed in from outside (litellm in the engine and
 in exported files, a fake in unit tests).
@@ -8,18 +10,18 @@ in exported files, a fake in unit tests).
 
 from __future__ import annotations
 
-import ast
+import asyncio
 import dataclasses
 import hashlib
 import json
 import math
-import operator
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 # --------------------------------------------------------------------------------------------------
 # Model calls and traces
@@ -302,7 +304,7 @@ class Registry:
             yield from by_name.values()
 
 
-SLOTS = ("workflow", "reasoning", "memory", "tool")
+SLOTS = ("workflow", "planning", "reasoning", "memory", "tool", "reflection")
 REGISTRY = Registry(SLOTS)
 register = REGISTRY.register
 
@@ -316,11 +318,141 @@ class Example:
     rationale: str = ""
 
 
-# --- reasoning: how the model is asked to answer -------------------------------------------------
+# --------------------------------------------------------------------------------------------------
+# Retrieval and what an agent remembers
+# --------------------------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+class BM25:
+    """Okapi BM25 ranking over a fixed list of texts: offline, deterministic, standard library only.
+
+    Ties keep the documents' order, so the same query over the same texts always ranks the same way.
+    """
+
+    def __init__(self, documents: Sequence[str], *, k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.size = len(documents)
+        counts = [Counter(_words(doc)) for doc in documents]
+        self.lengths = [sum(c.values()) for c in counts]
+        self.mean_length = sum(self.lengths) / self.size if self.size else 0.0
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        for index, doc in enumerate(counts):
+            for word, count in doc.items():
+                self.postings.setdefault(word, []).append((index, count))
+
+    def top(self, query: str, k: int) -> list[int]:
+        """Indices of the (at most) k documents that best match `query`, best first."""
+        scores: dict[int, float] = {}
+        for word in sorted(set(_words(query))):
+            postings = self.postings.get(word, [])
+            idf = math.log(1 + (self.size - len(postings) + 0.5) / (len(postings) + 0.5))
+            for index, count in postings:
+                norm = self.k1 * (1 - self.b + self.b * self.lengths[index] / self.mean_length)
+                scores[index] = scores.get(index, 0.0) + idf * count * (self.k1 + 1) / (
+                    count + norm
+                )
+        return sorted(scores, key=lambda index: (-scores[index], index))[:k]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """A reviewer's complaint about an earlier task's solution, kept for similar later tasks."""
+
+    question: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What memory adds to one task's prompts: worked examples and lessons from earlier tasks."""
+
+    examples: tuple[Example, ...] = ()
+    lessons: tuple[Lesson, ...] = ()
+
+
+class MemoryStore:
+    """What one agent remembers across its tasks: the training items its memory kept, and lessons.
+
+    Shared by the tasks an agent runs, possibly from several threads at once.
+    """
+
+    def __init__(self, examples: Sequence[Example]) -> None:
+        self.examples = tuple(examples)
+        self._lessons: list[Lesson] = []
+        self._index: BM25 | None = None
+        self._lock = threading.Lock()
+
+    def similar_examples(self, question: str, k: int) -> tuple[Example, ...]:
+        """The k examples whose questions best match `question` (never the question itself)."""
+        with self._lock:
+            if self._index is None:
+                self._index = BM25([ex.question for ex in self.examples])
+            index = self._index
+        ranked = (self.examples[i] for i in index.top(question, k + 1))
+        return tuple(ex for ex in ranked if ex.question != question)[:k]
+
+    def similar_lessons(self, question: str, k: int) -> tuple[Lesson, ...]:
+        with self._lock:
+            lessons = tuple(self._lessons)
+        if not lessons:
+            return ()
+        return tuple(lessons[i] for i in BM25([ls.question for ls in lessons]).top(question, k))
+
+    def add_lesson(self, lesson: Lesson) -> None:
+        with self._lock:
+            self._lessons.append(lesson)
+
+    @property
+    def lessons(self) -> tuple[Lesson, ...]:
+        with self._lock:
+            return tuple(self._lessons)
+
+
+# --------------------------------------------------------------------------------------------------
+# The slots: what each kind of component does (the components themselves are in _functional.py and
+# _workflows.py)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One solution attempt: the last output, the answer parsed from it, and the planning context it
+    was solved with (revisions reuse it)."""
+
+    output: str
+    answer: str
+    context: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a tool returned, as shown to the model; `error` says why it failed, if it did."""
+
+    text: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Planning(Component):
+    """Works out context for the solver before it solves: a plan, a principle, or nothing."""
+
+    slot: ClassVar[str] = "planning"
+
+    def plan(self, solver: Solver, question: str, *, seed: int) -> str:
+        """The text added to the question (empty for none); calls are made with role 'planner'."""
+        return ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Reasoning(Component):
+    """How the solver is asked to answer; `max_tokens` caps every solver call."""
+
     slot: ClassVar[str] = "reasoning"
     instruction: str = ""
     max_tokens: int = 512
@@ -329,236 +461,70 @@ class Reasoning(Component):
         return f"Answer: {example.answer}"
 
 
-@register
-@dataclass(frozen=True, kw_only=True)
-class Direct(Reasoning):
-    """Asks for the final answer alone: one short call, cheapest, weakest on multi-step problems."""
-
-    name: ClassVar[str] = "direct"
-    instruction: str = param(
-        "Reply with only the final answer, on one line, as 'Answer: <answer>'.",
-        doc="system instruction",
-    )
-    max_tokens: int = param(64, low=16, high=256, log=True, doc="completion token cap")
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class ChainOfThought(Reasoning):
-    """Asks the model to reason step by step first: several times the tokens of `direct`."""
-
-    name: ClassVar[str] = "cot"
-    instruction: str = param(
-        "Solve the problem step by step. End with a final line 'Answer: <answer>'.",
-        doc="system instruction",
-    )
-    max_tokens: int = param(512, low=128, high=1024, log=True, doc="completion token cap")
-
-    def render_example(self, example: Example) -> str:
-        if not example.rationale:
-            return f"Answer: {example.answer}"
-        return f"{example.rationale}\nAnswer: {example.answer}"
-
-
-# --- memory: what the model is shown besides the question ----------------------------------------
-
-
 @dataclass(frozen=True, kw_only=True)
 class Memory(Component):
+    """What the model is shown besides the question, and what the agent learns while it runs."""
+
     slot: ClassVar[str] = "memory"
 
     def select(self, pool: Sequence[Example]) -> tuple[Example, ...]:
+        """The training items kept from `pool`: all this memory reads later, all an export carries.
+
+        Selecting again from the kept items keeps them all, in the same order.
+        """
         return ()
 
+    def recall(self, question: str, store: MemoryStore) -> Recall:
+        return Recall()
 
-@register
-@dataclass(frozen=True, kw_only=True)
-class NoMemory(Memory):
-    """Shows the question alone: no extra prompt tokens."""
-
-    name: ClassVar[str] = "none"
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class FewShot(Memory):
-    """Shows k solved training items before the question; costs their tokens on every call."""
-
-    name: ClassVar[str] = "few_shot"
-    k: int = param(3, low=1, high=8, doc="number of examples")
-    seed: int = param(0, searchable=False, doc="which examples are drawn from the pool")
-
-    def select(self, pool: Sequence[Example]) -> tuple[Example, ...]:
-        if not pool:
-            return ()
-        # A fixed, seed-determined choice: a deterministic shuffle keyed on the question text.
-        ranked = sorted(
-            pool,
-            key=lambda ex: hashlib.sha256(f"{self.seed}:{ex.question}".encode()).hexdigest(),
-        )
-        return tuple(ranked[: self.k])
-
-
-# --- tools: what the model can call while it works -----------------------------------------------
+    def learn(self, store: MemoryStore, question: str, complaints: Sequence[str]) -> None:
+        """Called after each task with the complaints its reviewers made (none if they accepted)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Tool(Component):
+    """Something the model can call while it works; `action` names it in ReAct's protocol."""
+
     slot: ClassVar[str] = "tool"
+    action: ClassVar[str] = ""
+    action_doc: ClassVar[str] = ""
 
     @property
     def protocol(self) -> str:
         """The text that teaches the model how to call the tool (empty for no tool)."""
         return ""
 
+    @property
+    def call_limit(self) -> int:
+        """Tool calls allowed per solver attempt."""
+        return 0
+
     def find_call(self, text: str) -> tuple[str, str] | None:
         """(text up to and including the call, the call's argument), or None if none is made."""
         return None
 
-    def execute(self, argument: str) -> str:
+    def execute(self, argument: str) -> Observation:
         raise NotImplementedError
 
 
-@register
 @dataclass(frozen=True, kw_only=True)
-class NoTool(Tool):
-    """No tools: the model answers from its own computation."""
+class Reflection(Component):
+    """What happens to a finished attempt: returned as it is, or reviewed and revised."""
 
-    name: ClassVar[str] = "none"
+    slot: ClassVar[str] = "reflection"
 
-
-_CALC_LINE = re.compile(r"^\s*CALC:\s*(.+?)\s*$", re.MULTILINE)
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class Calculator(Tool):
-    """A calculator the model calls by writing `CALC: <expression>`; each use costs a model call."""
-
-    name: ClassVar[str] = "calculator"
-    max_uses: int = param(4, low=1, high=8, doc="calculator calls allowed per attempt")
-    instruction: str = param(
-        "You have a calculator. To use it, write a line 'CALC: <arithmetic expression>' and stop; "
-        "you will get back 'RESULT: <value>'. Example:\nCALC: 12 * (3 + 4)\nRESULT: 84",
-        doc="how the tool is explained to the model",
-    )
-
-    @property
-    def protocol(self) -> str:
-        return self.instruction
-
-    def find_call(self, text: str) -> tuple[str, str] | None:
-        match = _CALC_LINE.search(text)
-        if match is None:
-            return None
-        return text[: match.end()], match.group(1)
-
-    def execute(self, argument: str) -> str:
-        try:
-            value = safe_eval(argument)
-        except (ValueError, SyntaxError, ZeroDivisionError, OverflowError) as exc:
-            return f"error: {exc}"
-        return str(int(value)) if float(value).is_integer() else f"{value:.10g}"
-
-
-_BINARY_OPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_FUNCTIONS: dict[str, Callable[..., float]] = {
-    "abs": abs,
-    "round": round,
-    "min": min,
-    "max": max,
-    "sqrt": math.sqrt,
-}
-
-
-def safe_eval(expression: str) -> float:
-    """Evaluates plain arithmetic without `eval`: numbers, + - * / // % **, a few functions."""
-    cleaned = expression.replace(",", "").replace("^", "**").replace("\u00d7", "*")
-    cleaned = cleaned.rstrip("=").strip()
-    if len(cleaned) > 200:
-        raise ValueError("expression too long")
-    return _eval_node(ast.parse(cleaned, mode="eval").body)
-
-
-def _eval_node(node: ast.AST) -> float:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _eval_node(node.operand)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPS:
-        left, right = _eval_node(node.left), _eval_node(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 100:
-            raise ValueError("exponent too large")
-        return float(_BINARY_OPS[type(node.op)](left, right))
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCTIONS
-        and not node.keywords
-    ):
-        return float(_FUNCTIONS[node.func.id](*(_eval_node(arg) for arg in node.args)))
-    raise ValueError(f"not plain arithmetic: {ast.unparse(node)}")
-
-
-# --- workflows: how the calls are orchestrated ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One solution attempt: the model's last output and the answer parsed from it."""
-
-    output: str
-    answer: str
+    def reflect(self, solver: Solver, question: str, attempt: Attempt, *, seed: int) -> Attempt:
+        return attempt
 
 
 @dataclass(frozen=True, kw_only=True)
 class Workflow(Component):
+    """How the calls of one task are orchestrated."""
+
     slot: ClassVar[str] = "workflow"
 
     def run(self, solver: Solver, question: str) -> Attempt:
         raise NotImplementedError
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class SinglePass(Workflow):
-    """One greedy attempt: the baseline every other workflow must beat on score per token."""
-
-    name: ClassVar[str] = "single"
-
-    def run(self, solver: Solver, question: str) -> Attempt:
-        return solver.attempt(question, temperature=0.0, seed=0)
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class SelfConsistency(Workflow):
-    """Samples n attempts and returns the majority answer: about n times the cost of one pass."""
-
-    name: ClassVar[str] = "self_consistency"
-    n_samples: int = param(5, low=2, high=9, doc="attempts to vote over")
-    temperature: float = param(0.7, low=0.1, high=1.2, doc="sampling temperature")
-
-    def run(self, solver: Solver, question: str) -> Attempt:
-        attempts = [
-            solver.attempt(question, temperature=self.temperature, seed=i)
-            for i in range(self.n_samples)
-        ]
-        voted = [a for a in attempts if a.answer]
-        if not voted:
-            return attempts[-1]
-        counts = Counter(answer_key(a.answer) for a in voted)
-        best_key, _ = counts.most_common(1)[0]  # ties go to the earliest answer seen
-        return next(a for a in voted if answer_key(a.answer) == best_key)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -682,18 +648,24 @@ class AgentSpec:
         parts = []
         for slot in SLOTS:
             comp = self.components[slot]
-            defaults = {f.name: f.default for f in dataclasses.fields(comp)}
-            changed = {
-                k: v
-                for k, v in comp.get_params().items()
-                if v != defaults[k] and k != "instruction"
-            }
-            args = ", ".join(f"{k}={v}" for k, v in changed.items())
+            changed = [  # prompt texts are left out: too long for a summary
+                f"{info.name}={getattr(comp, info.name)}"
+                for info in comp.param_info()
+                if info.kind != "text" and getattr(comp, info.name) != info.default
+            ]
+            args = ", ".join(changed)
             parts.append(f"{comp.name}({args})" if args else comp.name)
         return " + ".join(parts)
 
 
-_DEFAULTS = {"workflow": "single", "reasoning": "cot", "memory": "none", "tool": "none"}
+_DEFAULTS = {
+    "workflow": "single",
+    "planning": "none",
+    "reasoning": "cot",
+    "memory": "none",
+    "tool": "none",
+    "reflection": "none",
+}
 
 
 def _component_from(slot: str, raw: Any) -> Component:
@@ -745,52 +717,61 @@ class AgentResult:
         return sum(r.cost for r in self.trace)
 
 
-class Solver:
-    """Makes one solution attempt: prompt assembly, the model call and the tool loop."""
+C = TypeVar("C", bound=Component)
 
-    def __init__(
-        self, spec: AgentSpec, llm: ChatModel, examples: Sequence[Example], trace: Trace
-    ) -> None:
+
+def _slot(spec: AgentSpec, slot: str, cls: type[C]) -> C:
+    component = spec[slot]
+    assert isinstance(component, cls)
+    return component
+
+
+class Solver:
+    """What workflows call: recorded model and tool calls, and the plan -> solve -> reflect attempt.
+
+    One solver serves one task. Every call is recorded in the task's trace with the role that made
+    it; `complaints` collects what reviewers objected to, for an experience memory to learn from.
+    """
+
+    def __init__(self, spec: AgentSpec, llm: ChatModel, trace: Trace, recall: Recall) -> None:
         self.spec = spec
         self.llm = llm
         self.trace = trace
-        reasoning = spec["reasoning"]
-        tool = spec["tool"]
-        assert isinstance(reasoning, Reasoning) and isinstance(tool, Tool)
-        self.reasoning = reasoning
-        self.tool = tool
-        system = "\n\n".join(part for part in (reasoning.instruction, tool.protocol) if part)
-        self.prefix: list[dict[str, str]] = [{"role": "system", "content": system}]
-        for example in examples:
-            self.prefix.append({"role": "user", "content": example.question})
-            self.prefix.append({"role": "assistant", "content": reasoning.render_example(example)})
+        self.recall = recall
+        self.planning = _slot(spec, "planning", Planning)
+        self.reasoning = _slot(spec, "reasoning", Reasoning)
+        self.tool = _slot(spec, "tool", Tool)
+        self.reflection = _slot(spec, "reflection", Reflection)
+        self.complaints: list[str] = []
 
-    def call(self, messages: Sequence[Message], *, temperature: float, seed: int) -> str:
+    def call(
+        self,
+        role: str,
+        messages: Sequence[Message],
+        *,
+        temperature: float,
+        seed: int,
+        max_tokens: int,
+    ) -> str:
+        """One model call, recorded (failed ones too) and checked against the task's budget."""
         self.trace.check_before_call()
+        prompt = messages[-1]["content"]
         try:
             done = self.llm.complete(
                 model=self.spec.model,
                 messages=messages,
                 temperature=temperature,
-                max_tokens=self.reasoning.max_tokens,
+                max_tokens=max_tokens,
                 seed=seed,
             )
         except LLMCallError as exc:
-            self.trace.add(
-                CallRecord(
-                    kind="llm",
-                    role="solver",
-                    input=messages[-1]["content"],
-                    output="",
-                    error=str(exc),
-                )
-            )
+            self.trace.add(CallRecord("llm", role, prompt, "", error=str(exc)))
             raise
         self.trace.add(
             CallRecord(
                 kind="llm",
-                role="solver",
-                input=messages[-1]["content"],
+                role=role,
+                input=prompt,
                 output=done.text,
                 prompt_tokens=done.prompt_tokens,
                 completion_tokens=done.completion_tokens,
@@ -801,37 +782,131 @@ class Solver:
         )
         return done.text
 
-    def attempt(self, question: str, *, temperature: float, seed: int) -> Attempt:
-        messages = [*self.prefix, {"role": "user", "content": question}]
-        uses = 0
-        max_uses = getattr(self.tool, "max_uses", 0)
-        while True:
-            text = self.call(messages, temperature=temperature, seed=seed)
-            tool_call = self.tool.find_call(text) if uses < max_uses else None
-            if tool_call is None:
-                return Attempt(output=text, answer=extract_answer(text))
-            said, argument = tool_call
-            started = time.perf_counter()
-            result = self.tool.execute(argument)
-            self.trace.add(
-                CallRecord(
-                    kind="tool",
-                    role=self.tool.name,
-                    input=argument,
-                    output=result,
-                    latency_s=time.perf_counter() - started,
-                )
+    def use_tool(self, argument: str, tool: Tool | None = None) -> Observation:
+        """Runs the spec's tool (or `tool`) on `argument`, recorded with the tool's name as role."""
+        tool = self.tool if tool is None else tool
+        started = time.perf_counter()
+        observation = tool.execute(argument)
+        self.trace.add(
+            CallRecord(
+                kind="tool",
+                role=tool.name,
+                input=argument,
+                output=observation.text,
+                latency_s=time.perf_counter() - started,
+                error=observation.error,
             )
+        )
+        return observation
+
+    def messages(
+        self,
+        question: str,
+        *,
+        system: str,
+        context: str = "",
+        render: Callable[[Example], str] | None = None,
+    ) -> list[dict[str, str]]:
+        """A conversation: `system`, the recalled lessons and examples, then the question.
+
+        Examples become chat turns answered with `render`, or, without it, reference text in the
+        system message.
+        """
+        parts = [system]
+        if self.recall.lessons:
+            notes = "\n".join(
+                f"- On a problem like {ls.question[:160]!r}, a reviewer said: {ls.text}"
+                for ls in self.recall.lessons
+            )
+            parts.append(f"Lessons from earlier problems:\n{notes}")
+        if render is None and self.recall.examples:
+            solved = "\n\n".join(
+                f"Problem: {ex.question}\nSolution: {ex.rationale}\nAnswer: {ex.answer}"
+                for ex in self.recall.examples
+            )
+            parts.append(f"Solved examples:\n\n{solved}")
+        messages = [{"role": "system", "content": "\n\n".join(p for p in parts if p)}]
+        if render is not None:
+            for example in self.recall.examples:
+                messages.append({"role": "user", "content": example.question})
+                messages.append({"role": "assistant", "content": render(example)})
+        messages.append(
+            {"role": "user", "content": f"{question}\n\n{context}" if context else question}
+        )
+        return messages
+
+    def plan(self, question: str, *, seed: int, planning: Planning | None = None) -> str:
+        """The planning component's (or `planning`'s) context for `question`."""
+        return (self.planning if planning is None else planning).plan(self, question, seed=seed)
+
+    def solve(
+        self,
+        question: str,
+        *,
+        temperature: float,
+        seed: int,
+        context: str = "",
+        follow_up: tuple[str, str] | None = None,
+        role: str = "solver",
+    ) -> Attempt:
+        """One answer in the reasoning component's style, calling the tool as often as allowed.
+
+        `follow_up` (an earlier output, a new request about it) continues a conversation: a
+        revision after a review, or a debate round.
+        """
+        system = "\n\n".join(p for p in (self.reasoning.instruction, self.tool.protocol) if p)
+        messages = self.messages(
+            question, system=system, context=context, render=self.reasoning.render_example
+        )
+        if follow_up is not None:
+            earlier, request = follow_up
+            messages += [
+                {"role": "assistant", "content": earlier},
+                {"role": "user", "content": request},
+            ]
+        uses = 0
+        while True:
+            text = self.call(
+                role,
+                messages,
+                temperature=temperature,
+                seed=seed,
+                max_tokens=self.reasoning.max_tokens,
+            )
+            tool_call = self.tool.find_call(text) if uses < self.tool.call_limit else None
+            if tool_call is None:
+                return Attempt(output=text, answer=extract_answer(text), context=context)
+            said, argument = tool_call
+            result = self.use_tool(argument)
             messages = [
                 *messages,
                 {"role": "assistant", "content": said},
-                {"role": "user", "content": f"RESULT: {result}"},
+                {"role": "user", "content": f"RESULT: {result.text}"},
             ]
             uses += 1
 
+    def attempt(
+        self,
+        question: str,
+        *,
+        temperature: float,
+        seed: int,
+        planning: Planning | None = None,
+        reflection: Reflection | None = None,
+    ) -> Attempt:
+        """Plan, solve, reflect: with the spec's components, or the planning/reflection given."""
+        context = self.plan(question, seed=seed, planning=planning)
+        first = self.solve(question, temperature=temperature, seed=seed, context=context)
+        reflection = self.reflection if reflection is None else reflection
+        return reflection.reflect(self, question, first, seed=seed)
+
 
 class Agent:
-    """A runnable agent built from a spec; `run` never raises for model or budget failures."""
+    """A runnable agent built from a spec; `run` never raises for model or budget failures.
+
+    An agent keeps a memory across the tasks it runs (an experience memory learns from them), so
+    run one agent per evaluation, over the tasks in a fixed order.
+    """
 
     def __init__(
         self,
@@ -843,24 +918,27 @@ class Agent:
     ) -> None:
         self.spec = spec
         self.llm = llm
-        memory = spec["memory"]
-        assert isinstance(memory, Memory)
-        self.examples = memory.select(train_examples)
+        self.memory = _slot(spec, "memory", Memory)
+        self.workflow = _slot(spec, "workflow", Workflow)
+        self.examples = self.memory.select(train_examples)
+        self.store = MemoryStore(self.examples)
         self.budget = budget or TaskBudget()
 
     def run(self, question: str) -> AgentResult:
         trace = Trace(budget=self.budget)
-        solver = Solver(self.spec, self.llm, self.examples, trace)
-        workflow = self.spec["workflow"]
-        assert isinstance(workflow, Workflow)
+        solver = Solver(self.spec, self.llm, trace, self.memory.recall(question, self.store))
         try:
-            attempt = workflow.run(solver, question)
+            attempt = self.workflow.run(solver, question)
         except LLMCallError as exc:
             return AgentResult("", "", tuple(trace.records), "llm", str(exc))
         except TaskBudgetExceeded as exc:
             return AgentResult("", "", tuple(trace.records), "budget", str(exc))
+        finally:
+            self.memory.learn(self.store, question, solver.complaints)
         if not attempt.output.strip():
-            return AgentResult(
-                "", "", tuple(trace.records), "empty_output", "the model said nothing"
-            )
+            return AgentResult("", "", tuple(trace.records), "empty_output", "no output to score")
         return AgentResult(attempt.answer, attempt.output, tuple(trace.records))
+
+    async def arun(self, question: str) -> AgentResult:
+        """`run` in a worker thread, for callers that run many tasks from an event loop."""
+        return await asyncio.to_thread(self.run, question)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -26,7 +23,6 @@ from agentdesign.components import (
     extract_answer,
     failing_responder,
     parse_spec,
-    render_standalone,
     safe_eval,
 )
 from agentdesign.components._runtime import Message, Workflow
@@ -238,53 +234,3 @@ def test_safe_eval_does_arithmetic_and_nothing_else() -> None:
     for bad in ("__import__('os')", "2 ** 1000", "open('x')", "[1] * 3"):
         with pytest.raises((ValueError, SyntaxError)):
             safe_eval(bad)
-
-
-def _load_exported(tmp_path: Path, source: str) -> object:
-    path = tmp_path / "exported_agent.py"
-    path.write_text(source)
-    module_spec = importlib.util.spec_from_file_location("exported_agent", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules["exported_agent"] = module  # dataclasses look their module up while defining
-    module_spec.loader.exec_module(module)
-    return module
-
-
-EXPORT_SPECS = [
-    AgentSpec.create(model=MODEL),
-    AgentSpec.create(
-        model=MODEL, reasoning="direct", memory={"name": "few_shot", "params": {"k": 2}}
-    ),
-    AgentSpec.create(
-        model=MODEL,
-        workflow={"name": "self_consistency", "params": {"n_samples": 3}},
-        tool="calculator",
-    ),
-]
-
-
-@pytest.mark.parametrize("spec", EXPORT_SPECS, ids=lambda s: s.describe())
-def test_exported_agent_makes_the_same_calls_and_answers(spec: AgentSpec, tmp_path: Path) -> None:
-    def respond(
-        model: str, messages: Sequence[Message], temperature: float, seed: int | None
-    ) -> str:
-        last = messages[-1]["content"]
-        if "CALC:" in messages[0]["content"] and not last.startswith("RESULT"):
-            return "CALC: 6 * 7"
-        return f"Working ({seed}, {len(messages)}).\nAnswer: {len(last) % 5}"
-
-    pool = [Example(question=f"q{i}", answer=str(i), rationale="r") for i in range(6)]
-    engine_llm = FakeChatModel(respond)
-    engine = build_agent(spec, llm=engine_llm, train_examples=pool)
-    module = _load_exported(tmp_path, render_standalone(spec, examples=engine.examples))
-    assert module.SPEC.to_json() == spec.to_json()  # type: ignore[attr-defined]
-    exported_llm = FakeChatModel(respond)
-    exported = module.Agent(  # type: ignore[attr-defined]
-        module.SPEC,
-        llm=exported_llm,
-        train_examples=module.EXAMPLES,  # type: ignore[attr-defined]
-    )
-    for question in ("What is six times seven?", "Another question"):
-        assert exported.run(question).answer == engine.run(question).answer
-    assert exported_llm.calls == engine_llm.calls
