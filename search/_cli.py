@@ -268,12 +268,11 @@ def export(
             )
         spec = AgentSpec.from_dict(rows[0].spec)
         benchmark = get_benchmark(run_record.benchmark)
-    memory = spec["memory"]
-    chosen = memory.select(examples_from_tasks(benchmark.train_examples()))  # type: ignore[attr-defined]
+    pool = examples_from_tasks(benchmark.train_examples())
     out.mkdir(parents=True, exist_ok=True)
     stem = f"agent_{spec.spec_hash[:10]}"
     (out / f"{stem}.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
-    source = render_standalone(spec, examples=chosen, filename=f"{stem}.py")
+    source = render_standalone(spec, train_examples=pool, filename=f"{stem}.py")
     (out / f"{stem}.py").write_text(source)
     console.print(f"wrote {out / (stem + '.json')} and {out / (stem + '.py')}")
     console.print(
@@ -303,7 +302,7 @@ def components() -> None:
     for slot in SLOTS:
         for comp_name in REGISTRY.names(slot):
             cls = REGISTRY.get(slot, comp_name)
-            doc = (cls.__doc__ or "").strip().splitlines()[0]
+            doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
             table.add_row(slot, comp_name, "", "", "", doc)
             for info in cls.param_info():
                 if info.choices is not None:

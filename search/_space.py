@@ -102,20 +102,44 @@ class SearchSpace:
         return total
 
 
-# Named narrowings of the full space. "quick" keeps every component but caps the costly knobs, so
-# the default run (8 agents x 10 items on a 1.5B model on 2 CPU cores) stays affordable.
+# Named narrowings of the full space. "quick" keeps every component but caps the costly knobs
+# (samples, debaters and rounds, review rounds, ReAct steps, token caps), so the default run
+# (8 agents x 10 items on a 1.5B model on 2 CPU cores) stays affordable.
 SPACE_PRESETS: dict[str, dict[str, Any]] = {
     "full": {},
     "quick": {
         "limits": {
             "workflow__n_samples": (2, 3),
+            "workflow__n_agents": (2, 2),
+            "workflow__rounds": (2, 2),
+            "workflow__max_rounds": (1, 1),
+            "workflow__max_steps": (2, 4),
+            "workflow__judge_max_tokens": (64, 128),
+            "workflow__verifier_max_tokens": (64, 128),
+            "planning__max_tokens": (32, 128),
             "reasoning__max_tokens": (64, 256),
             "memory__k": (1, 2),
             "tool__max_uses": (1, 2),
+            "reflection__max_rounds": (1, 1),
+            "reflection__max_tokens": (64, 128),
         },
     },
-    "tiny": {  # for smoke tests on the 135M model: short answers, few samples
-        "limits": {"workflow__n_samples": (2, 2), "reasoning__max_tokens": (32, 128)},
+    "tiny": {  # smoke tests on the 135M model: short answers, the fewest calls each design allows
+        "limits": {
+            "workflow__n_samples": (2, 2),
+            "workflow__n_agents": (2, 2),
+            "workflow__rounds": (2, 2),
+            "workflow__max_rounds": (1, 1),
+            "workflow__max_steps": (2, 2),
+            "workflow__judge_max_tokens": (64, 64),
+            "workflow__verifier_max_tokens": (64, 64),
+            "planning__max_tokens": (32, 64),
+            "reasoning__max_tokens": (32, 128),
+            "memory__k": (1, 1),
+            "tool__max_uses": (1, 1),
+            "reflection__max_rounds": (1, 1),
+            "reflection__max_tokens": (64, 64),
+        },
     },
 }
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from agentdesign.components import REGISTRY, SLOTS
+
 CLI = [sys.executable, "-c", "from agentdesign.search._cli import main; main()"]
 
 
@@ -124,8 +126,11 @@ def test_show_and_export_from_an_archive(tmp_path: Path) -> None:
 def test_listings(tmp_path: Path) -> None:
     listed = agentdesign("components", cwd=tmp_path)
     assert listed.returncode == 0
-    for name in ("self_consistency", "workflow__n_samples", "calculator", "few_shot"):
-        assert name in listed.stdout
+    for slot in SLOTS:  # every component of every slot, with its parameters
+        for name in REGISTRY.names(slot):
+            assert name in listed.stdout
+            for info in REGISTRY.get(slot, name).param_info():
+                assert f"{slot}__{info.name}" in listed.stdout
     benches = agentdesign("benchmarks", cwd=tmp_path)
     assert benches.returncode == 0 and "gsm8k" in benches.stdout and "1319" in benches.stdout
 

@@ -10,11 +10,12 @@ import optuna
 import pytest
 
 from agentdesign.archive import Archive
-from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
 from agentdesign.components._runtime import Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark
 from agentdesign.search import Budget, RunConfig, resume_search, run_search
 from agentdesign.search._loop import study_name
+from agentdesign.search._space import SPACE_PRESETS, SearchSpace, space_from_option
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 
@@ -27,7 +28,7 @@ def design_sensitive(
     model: str, messages: Sequence[Message], temperature: float, seed: int | None
 ) -> str:
     """Right only when asked to think step by step, so the search has a signal to find."""
-    question = messages[-1]["content"]
+    question = messages[-1]["content"].split("\n\n")[0]  # without a plan the design added
     gold = GOLD.get(question, "0")
     if "step by step" in messages[0]["content"]:
         return f"Let me think.\nAnswer: {gold}"
@@ -120,7 +121,7 @@ def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive)
         return fake
 
     with pytest.raises(Killed):
-        run_search(archive, config("crash", budget=Budget(max_agents=5)), llm=crashing_after(7))
+        run_search(archive, config("crash", budget=Budget(max_agents=5)), llm=crashing_after(100))
     before = _committed(archive)
     assert before, "nothing was committed before the crash"
 
@@ -151,7 +152,8 @@ def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive)
 
 
 def test_a_space_with_one_design_stops_instead_of_looping(archive: Archive) -> None:
-    one = {"workflow": ["single"], "reasoning": ["cot"], "memory": ["none"], "tool": ["none"]}
+    default = AgentSpec.create(model="fake/model")
+    one = {slot: [default[slot].name] for slot in SLOTS}
     summary = run_search(
         archive,
         config(
@@ -184,3 +186,18 @@ def _committed(archive: Archive) -> dict[tuple[str, str], tuple[object, ...]]:
             "JOIN ad_evaluation e ON e.id = r.evaluation_id"
         ).fetchall()
     return {(r[0], r[1]): (r[2], r[3]) for r in rows}
+
+
+@pytest.mark.parametrize("preset", sorted(SPACE_PRESETS))
+def test_every_preset_can_propose_every_component(preset: str) -> None:
+    """Same-named parameters of different components must be compatible optuna distributions."""
+    space = SearchSpace(model="fake/model", **space_from_option(preset))
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen = set()
+    for _ in range(300):
+        trial = study.ask()
+        spec = space.suggest(trial)
+        study.tell(trial, 0.0)
+        seen |= {(slot, spec[slot].name) for slot in SLOTS}
+        assert space.trial_params(spec).items() <= trial.params.items()
+    assert seen == {(slot, name) for slot in SLOTS for name in space.components(slot)}
