@@ -115,7 +115,12 @@ SPACE_PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "tiny": {  # for smoke tests on the 135M model: short answers, few samples
-        "limits": {"workflow__n_samples": (2, 2), "reasoning__max_tokens": (32, 128)},
+        "limits": {
+            "workflow__n_samples": (2, 2),
+            "reasoning__max_tokens": (16, 64),
+            "memory__k": (1, 1),
+            "tool__max_uses": (1, 1),
+        },
     },
 }
 
