@@ -215,7 +215,10 @@ def _server(name: str) -> tuple[Any, threading.Lock]:
             params.n_ctx = _N_CTX  # 0 would mean the model's full (memory-hungry) context
             params.n_parallel = 1
             params.verbosity = 0
-            threads = os.cpu_count() or 2
+            # Several engines on one machine (parallel workers, tests) must share the cores: the
+            # engine's OpenMP threads spin while waiting, so oversubscription costs far more than
+            # the share it takes. AGENTDESIGN_EMBEDDED_THREADS sets the count per process.
+            threads = int(os.environ.get("AGENTDESIGN_EMBEDDED_THREADS", 0)) or os.cpu_count() or 2
             params.cpuparams.n_threads = threads
             params.cpuparams_batch.n_threads = threads
             _servers[name] = (xllamacpp.Server(params), threading.Lock())

@@ -15,6 +15,7 @@ from agentdesign.evaluators._benchmark import (
     register_benchmark,
 )
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
+from agentdesign.evaluators._humaneval import HumanEval
 from agentdesign.evaluators._runner import (
     TaskOutcome,
     evaluate_tasks,
@@ -33,6 +34,7 @@ __all__ = [
     "GSM8K",
     "Benchmark",
     "BenchmarkError",
+    "HumanEval",
     "PairedComparison",
     "Score",
     "ScoreSummary",

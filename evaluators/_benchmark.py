@@ -36,7 +36,7 @@ __all__ = [
 
 # Modules whose import registers the built-in benchmarks; imported on first registry lookup so the
 # registry is complete whichever module the caller happened to import first.
-_BUILTIN_MODULES = ("agentdesign.evaluators._gsm8k",)
+_BUILTIN_MODULES = ("agentdesign.evaluators._gsm8k", "agentdesign.evaluators._humaneval")
 
 
 # mypy run on files (not `-p agentdesign`) cannot resolve `agentdesign.*` under the package-dir
