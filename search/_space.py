@@ -111,7 +111,7 @@ SPACE_PRESETS: dict[str, dict[str, Any]] = {
     "quick": {
         "choices": {"workflow": ("single",)},
         "limits": {
-            "reasoning__max_tokens": (64, 224),
+            "reasoning__max_tokens": (64, 320),
             "memory__k": (1, 2),
             "tool__max_uses": (1, 2),
         },
