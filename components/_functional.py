@@ -122,7 +122,8 @@ class ChainOfThought(Reasoning):
 
     name: ClassVar[str] = "cot"
     instruction: str = param(
-        "Solve the problem step by step. End with a final line 'Answer: <answer>'.",
+        "Solve the problem step by step, briefly and in plain text. "
+        "End with a final line 'Answer: <answer>'.",
         doc="system instruction",
     )
     max_tokens: int = param(512, low=128, high=1024, log=True, doc="completion token cap")

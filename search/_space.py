@@ -119,7 +119,7 @@ SPACE_PRESETS: dict[str, dict[str, Any]] = {
             "reflection": ("none",),
         },
         "limits": {
-            "reasoning__max_tokens": (64, 224),
+            "reasoning__max_tokens": (64, 320),
             "memory__k": (1, 2),
             "tool__max_uses": (1, 2),
         },
