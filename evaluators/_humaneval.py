@@ -23,6 +23,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agentdesign.components._sandbox import SandboxLimits, run_python
 from agentdesign.evaluators._benchmark import (
     Benchmark,
     BenchmarkError,
@@ -30,7 +31,6 @@ from agentdesign.evaluators._benchmark import (
     Task,
     register_benchmark,
 )
-from agentdesign.components._sandbox import SandboxLimits, run_python
 
 __all__ = ["HumanEval", "build_program", "extract_code", "load_humaneval_tasks"]
 

@@ -56,7 +56,10 @@ class SearchSpace:
     def _range(self, slot: str, info: ParamInfo) -> tuple[float, float]:
         assert info.low is not None and info.high is not None
         low, high = self.limits.get(f"{slot}__{info.name}", (info.low, info.high))
-        return max(low, info.low), min(high, info.high)
+        # A limit is shared by every component of the slot with that parameter; where it misses a
+        # component's own range, the nearest value that component allows is used.
+        low = min(max(low, info.low), info.high)
+        return low, max(min(high, info.high), low)
 
     def suggest(self, trial: optuna.Trial) -> AgentSpec:
         """The spec for `trial`, asking optuna for each choice in turn (define-by-run)."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agentdesign.components._sandbox import SandboxLimits
 from agentdesign.evaluators import HumanEval as ExportedHumanEval
 from agentdesign.evaluators._benchmark import BenchmarkError, Task, get_benchmark
 from agentdesign.evaluators._humaneval import (
@@ -19,7 +20,6 @@ from agentdesign.evaluators._humaneval import (
     extract_code,
     load_humaneval_tasks,
 )
-from agentdesign.components._sandbox import SandboxLimits
 
 DATA_SHA256 = "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"
 

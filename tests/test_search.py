@@ -13,7 +13,7 @@ from agentdesign.archive import Archive
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
 from agentdesign.components._runtime import Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark
-from agentdesign.search import Budget, RunConfig, resume_search, run_search
+from agentdesign.search import Budget, RunConfig, SearchSpace, resume_search, run_search
 from agentdesign.search._loop import study_name
 from agentdesign.search._space import SPACE_PRESETS, SearchSpace, space_from_option
 
@@ -201,3 +201,16 @@ def test_every_preset_can_propose_every_component(preset: str) -> None:
         seen |= {(slot, spec[slot].name) for slot in SLOTS}
         assert space.trial_params(spec).items() <= trial.params.items()
     assert seen == {(slot, name) for slot in SLOTS for name in space.components(slot)}
+
+
+def test_a_limit_outside_a_components_range_clamps_to_the_nearest_value() -> None:
+    space = SearchSpace(model="fake/model", limits={"reasoning__max_tokens": (16, 64)})
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    caps = {}
+    for _ in range(30):
+        spec = space.suggest(study.ask())
+        caps.setdefault(spec["reasoning"].name, set()).add(
+            spec["reasoning"].get_params()["max_tokens"]
+        )
+    assert caps["cot"] == {128}  # cot allows 128..1024: the nearest value to the 16..64 limit
+    assert max(caps["direct"]) <= 64
