@@ -13,7 +13,7 @@ from agentdesign.archive import Archive
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
 from agentdesign.components._runtime import Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark
-from agentdesign.search import Budget, RunConfig, SearchSpace, resume_search, run_search
+from agentdesign.search import Budget, RunConfig, resume_search, run_search
 from agentdesign.search._loop import study_name
 from agentdesign.search._space import SPACE_PRESETS, SearchSpace, space_from_option
 
