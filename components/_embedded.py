@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from agentdesign.components._errors import ModelUnavailableError
+from agentdesign.components._llm import default_cache_dir
 
 if TYPE_CHECKING:
     from litellm.types.utils import ModelResponse
@@ -93,12 +94,6 @@ def _model(name: str) -> EmbeddedModel:
     except KeyError:
         known = ", ".join(sorted(EMBEDDED_MODELS))
         raise ModelUnavailableError(f"unknown embedded model {name!r}; known: {known}") from None
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("AGENTDESIGN_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "agentdesign"
-    return base / "models"
 
 
 def _locate(model: EmbeddedModel, package: str, relative: str) -> Path:
@@ -186,7 +181,7 @@ def embedded_model_path(name: str) -> Path:
                     )
                 _verified.add(path)
         return path
-    dest = _cache_dir() / f"{model.name}.gguf"
+    dest = default_cache_dir() / "models" / f"{model.name}.gguf"
     with _files_lock:
         if not _is_joined(dest, model.sha256, model.size):
             parts = [_locate(model, package, relative) for package, relative in model.parts]

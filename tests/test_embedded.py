@@ -18,6 +18,7 @@ from agentdesign.components._embedded import (
     register_embedded_provider,
 )
 from agentdesign.components._errors import ModelUnavailableError
+from agentdesign.components._llm import default_cache_dir
 
 SMOL = "embedded/smollm2-135m"
 QUESTION = [{"role": "user", "content": "What is 2+2?"}]
@@ -109,7 +110,7 @@ def test_model_path_rejects_corrupt_parts(fake_model: tuple[EmbeddedModel, Path]
     (sources / package / relative).write_bytes(b"middle" * 999 + b"MIDDLE")
     with pytest.raises(ModelUnavailableError, match="corrupt or the wrong version"):
         embedded_model_path(model.name)
-    cache = Path(_embedded._cache_dir())
+    cache = default_cache_dir() / "models"
     assert list(cache.iterdir()) == []
 
 
