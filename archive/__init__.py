@@ -8,6 +8,7 @@ the same agent on the same tasks.
 from __future__ import annotations
 
 from agentdesign.archive._archive import Archive, ArchiveError
+from agentdesign.archive._evaluate import evaluate_agent
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
@@ -24,4 +25,5 @@ __all__ = [
     "LeaderboardRow",
     "RunRecord",
     "RunTotals",
+    "evaluate_agent",
 ]

@@ -15,20 +15,17 @@ from typing import Any, Protocol
 
 import optuna
 
-from agentdesign.archive import Archive, EvaluationRecord, RunRecord
+from agentdesign.archive import Archive, EvaluationRecord, RunRecord, evaluate_agent
 from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     ChatModel,
-    build_agent,
     check_model,
     default_chat_model,
 )
 from agentdesign.evaluators import (
     Benchmark,
     TaskOutcome,
-    bootstrap_ci,
-    evaluate_tasks,
     examples_from_tasks,
     get_benchmark,
     make_split,
@@ -297,55 +294,43 @@ class _Search:
         Returns None when the budget ran out part-way; the partial evaluation stays in the archive,
         marked running, and a resume completes it.
         """
-        self.archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
-        evaluation = self.archive.get_or_create_evaluation(
-            agent_hash=spec.spec_hash,
-            benchmark=self.benchmark.name,
-            task_ids=[t.id for t in tasks],
-            split=split,
-        )
-        self.archive.add_run_entry(
-            run_name=self.run.name,
-            agent_hash=spec.spec_hash,
-            evaluation_id=evaluation.id,
-            trial_number=trial_number,
-        )
-        if evaluation.status == "complete":
-            return evaluation
-        done = self.archive.task_results(evaluation.id)
-        self.reporter.agent_started(spec, len(tasks), len(done), split)
-        agent = build_agent(spec, llm=self.llm, train_examples=self.examples)
+        ran = False
 
-        def record(outcome: TaskOutcome) -> None:
-            self.archive.add_task_result(evaluation.id, outcome)
+        def started(evaluation: EvaluationRecord, n_done: int) -> None:
+            nonlocal ran
+            self.archive.add_run_entry(
+                run_name=self.run.name,
+                agent_hash=spec.spec_hash,
+                evaluation_id=evaluation.id,
+                trial_number=trial_number,
+            )
+            if evaluation.status != "complete":
+                ran = True
+                self.reporter.agent_started(spec, len(tasks), n_done, split)
+
+        def recorded(outcome: TaskOutcome) -> None:
             self._charge_time()
             self.reporter.task_finished(outcome)
 
         # Token and time budgets may stop a search evaluation part-way; the holdout confirmation
         # of the chosen winner always runs to the end.
-        evaluate_tasks(
-            agent,
+        evaluation = evaluate_agent(
+            self.archive,
+            spec,
             self.benchmark,
             tasks,
-            on_result=record,
-            done=done.keys(),
+            llm=self.llm,
+            split=split,
+            train_examples=self.examples,
             concurrency=self.config.concurrency,
+            seed=self.config.seed,
+            on_start=started,
+            on_result=recorded,
             should_stop=lambda: split == "search" and self._stop_reason() is not None,
         )
-        results = self.archive.task_results(evaluation.id)
-        if len(results) < len(tasks):
-            return None
-        scores = [results[t.id].score for t in tasks]
-        low, high = bootstrap_ci(scores, seed=self.config.seed)
-        finished = self.archive.finish_evaluation(
-            evaluation.id,
-            status="complete",
-            mean=sum(scores) / len(scores),
-            ci_low=low,
-            ci_high=high,
-        )
-        self.reporter.agent_finished(spec, finished, split)
-        return finished
+        if evaluation is not None and ran:
+            self.reporter.agent_finished(spec, evaluation, split)
+        return evaluation
 
     def _confirm_on_holdout(self) -> tuple[EvaluationRecord, ...]:
         """Scores the top agents, chosen on the search split, on the untouched holdout split."""

@@ -1,0 +1,79 @@
+"""Evaluating one agent on a task set through the archive: the one way real scores are made.
+
+Every caller that spends model calls on an agent (the search loop, `agentdesign evaluate`, the bench
+scripts that record tables) goes through `evaluate_agent`, so each finished task is committed the
+moment it ends, a killed process loses at most the tasks in flight, and no task is ever paid twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agentdesign.archive._archive import Archive
+from agentdesign.archive._records import EvaluationRecord
+from agentdesign.components import AgentSpec, ChatModel, Example, build_agent
+from agentdesign.evaluators import Benchmark, Task, TaskOutcome, bootstrap_ci, evaluate_tasks
+
+__all__ = ["evaluate_agent"]
+
+
+def evaluate_agent(
+    archive: Archive,
+    spec: AgentSpec,
+    benchmark: Benchmark,
+    tasks: Sequence[Task],
+    *,
+    llm: ChatModel,
+    split: str,
+    train_examples: Sequence[Example] = (),
+    concurrency: int = 1,
+    seed: int = 0,
+    on_start: Callable[[EvaluationRecord, int], None] | None = None,
+    on_result: Callable[[TaskOutcome], None] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> EvaluationRecord | None:
+    """Scores `spec` on `tasks`, reusing every result the archive already holds for them.
+
+    `on_start` gets the evaluation (before any task runs) and how many tasks are already done;
+    `on_result` gets each new outcome after it is committed. Returns the finished evaluation, with
+    its mean and bootstrap interval, or None when `should_stop` ended it part-way: the partial
+    evaluation stays in the archive, marked running, and the next call completes it.
+    """
+    archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash=spec.spec_hash,
+        benchmark=benchmark.name,
+        task_ids=[t.id for t in tasks],
+        split=split,
+    )
+    if evaluation.status == "complete":
+        if on_start is not None:
+            on_start(evaluation, len(tasks))
+        return evaluation
+    done = archive.task_results(evaluation.id)
+    if on_start is not None:
+        on_start(evaluation, len(done))
+    agent = build_agent(spec, llm=llm, train_examples=train_examples)
+
+    def record(outcome: TaskOutcome) -> None:
+        archive.add_task_result(evaluation.id, outcome)
+        if on_result is not None:
+            on_result(outcome)
+
+    evaluate_tasks(
+        agent,
+        benchmark,
+        tasks,
+        on_result=record,
+        done=done.keys(),
+        concurrency=concurrency,
+        should_stop=should_stop,
+    )
+    results = archive.task_results(evaluation.id)
+    if len(results) < len(tasks):
+        return None
+    scores = [results[t.id].score for t in tasks]
+    low, high = bootstrap_ci(scores, seed=seed)
+    return archive.finish_evaluation(
+        evaluation.id, status="complete", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
+    )
