@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -21,7 +22,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from agentdesign.archive import Archive, EvaluationRecord, LeaderboardRow
+from agentdesign.archive import Archive, EvaluationRecord, LeaderboardRow, RunRecord
 from agentdesign.components import (
     REGISTRY,
     SLOTS,
@@ -63,14 +64,29 @@ class _ProgressReporter:
     """Draws the run's progress: agents done, the current agent's tasks, best score, tokens, and
     the time left (rich's estimate from the pace so far)."""
 
-    def __init__(self, progress: Progress, max_agents: int | None, done_agents: int) -> None:
+    def __init__(
+        self,
+        progress: Progress,
+        max_agents: int | None,
+        done_agents: int,
+        *,
+        announce: Callable[[RunRecord], str] | None = None,
+    ) -> None:
         self.progress = progress
         self.best = float("nan")
         self.tokens = 0
-        self.agents: TaskID = progress.add_task(
-            "agents", total=max_agents, completed=done_agents, best="-", tokens="0"
+        self.max_agents = max_agents
+        self.done_agents = done_agents
+        self.announce = announce
+
+    def run_started(self, run: RunRecord) -> None:
+        # Drawn only now, once the run passed validation, so refused input prints nothing else.
+        if self.announce is not None:
+            self.progress.console.print(self.announce(run))
+        self.agents: TaskID = self.progress.add_task(
+            "agents", total=self.max_agents, completed=self.done_agents, best="-", tokens="0"
         )
-        self.tasks: TaskID = progress.add_task(
+        self.tasks: TaskID = self.progress.add_task(
             "tasks", total=None, best="", tokens="", visible=False
         )
 
@@ -196,12 +212,16 @@ def run(
         limits=narrowing.get("limits", {}),
     )
     with _open(storage) as archive:
-        console.print(
-            f"run [bold]{config.name}[/] -> {archive.url}  (resume: agentdesign resume "
-            f"{config.name} --storage {storage})"
-        )
         with _progress() as progress:
-            reporter = _ProgressReporter(progress, config.budget.max_agents, 0)
+            reporter = _ProgressReporter(
+                progress,
+                config.budget.max_agents,
+                0,
+                announce=lambda run: (
+                    f"run [bold]{run.name}[/] -> {archive.url}  (resume: agentdesign resume "
+                    f"{run.name} --storage {storage})"
+                ),
+            )
             summary = run_search(archive, config, reporter=reporter)
         _print_summary(archive, summary)
 

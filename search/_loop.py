@@ -109,6 +109,8 @@ class RunSummary:
 
 
 class Reporter(Protocol):
+    def run_started(self, run: RunRecord) -> None: ...
+
     """Receives progress as it happens (the CLI draws a progress bar from it)."""
 
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None: ...
@@ -119,6 +121,9 @@ class Reporter(Protocol):
 
 
 class _SilentReporter:
+    def run_started(self, run: RunRecord) -> None:
+        pass
+
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
         pass
 
@@ -240,6 +245,7 @@ class _Search:
 
     def drive(self) -> RunSummary:
         self.archive.update_run(self.run.name, status="running")
+        self.reporter.run_started(self.run)
         reason = None
         try:
             repeats = 0

@@ -68,6 +68,7 @@ def make_archive_with_a_run(tmp_path: Path) -> Path:
         (["run", "--n-search", "0", "--name", "d"], "n_search"),
         (["resume", "ghost"], "no run named 'ghost'"),
         (["run", "--name", "kept", "--max-agents", "1"], "already exists"),
+        (["run", "--model", "embedded/nope", "--name", "e"], "nope"),
     ],
 )
 def test_bad_input_is_one_line_and_leaves_the_archive_intact(
@@ -77,6 +78,7 @@ def test_bad_input_is_one_line_and_leaves_the_archive_intact(
     before = _dump(db)
     result = agentdesign(*args, "--storage", str(db), cwd=tmp_path)
     assert_one_line_error(result, needle)
+    assert not result.stdout.strip(), "bad input printed more than its error line"
     shown = agentdesign("show", "kept", "--storage", str(db), cwd=tmp_path)
     assert shown.returncode == 0 and "kept" in shown.stdout
     assert _dump(db) == before

@@ -130,6 +130,9 @@ def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive)
     class Recorder:
         agent = ""
 
+        def run_started(self, run: object) -> None:
+            pass
+
         def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
             self.agent = spec.spec_hash
 
