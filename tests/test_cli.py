@@ -169,8 +169,8 @@ def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
     while time.monotonic() - started < deadline and proc.poll() is None:
         time.sleep(0.5)
         if db.exists() and _count(db, "ad_task_result") >= 2:
-            proc.kill()
             break
+    proc.kill()  # also when the deadline passed, so no orphan outlives the test
     proc.wait(timeout=30)
     committed = _task_rows(db)
     assert committed, "the run committed no task result before it was killed"
