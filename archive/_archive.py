@@ -499,6 +499,19 @@ class Archive:
                 for rank, (evaluation, spec) in enumerate(session.exec(query), start=1)
             ]
 
+    def run_evaluations(self, run_name: str, *, split: str = "search") -> list[EvaluationRecord]:
+        """The run's evaluations on `split`, in the order the run took them up."""
+        _choice(split, SPLITS, "split")
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            rows = session.exec(
+                select(EvaluationRow)
+                .join(RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id))
+                .where(col(RunEntryRow.run_id) == run.id, col(EvaluationRow.split) == split)
+                .order_by(col(RunEntryRow.id))
+            )
+            return [_record(EvaluationRecord, row) for row in rows]
+
     def find_agent(self, prefix: str) -> AgentRecord:
         """The one agent whose spec hash starts with `prefix` (as `git` resolves short hashes)."""
         with self._session() as session:
