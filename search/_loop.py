@@ -375,10 +375,8 @@ class _Search:
                 if repeats >= _MAX_REPEATS:
                     reason = "the strategy keeps proposing designs this run already evaluated"
                     break
-            if self._others_searching():
-                log.info("other workers are still searching; the last to stop confirms on holdout")
-            else:
-                holdout = self.finalize()
+            self._wait_for_other_workers()
+            holdout = self.finalize()
         finally:
             self._charge_time()
         totals = self.archive.run_totals(self.run.name)
@@ -433,13 +431,20 @@ class _Search:
                 self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
                 retry(self.study, stale)
 
-    def _others_searching(self) -> bool:
-        """Whether another live worker still holds a trial of this run."""
+    def _wait_for_other_workers(self) -> None:
+        """Waits until no other live worker holds a trial of this run, so that the holdout
+        confirmation ranks the final leaderboard; a dead worker's trial stops counting once its
+        heartbeat is stale. Every worker then confirms; the leases make them share the work."""
         if self.archive.single_writer:
-            return False
-        optuna.storages.fail_stale_trials(self.study)
-        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-        return any(t.number not in self._own_trials for t in running)
+            return
+        while True:
+            optuna.storages.fail_stale_trials(self.study)
+            running = self.study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+            )
+            if all(t.number in self._own_trials for t in running):
+                return
+            time.sleep(self.heartbeat_s)
 
     @contextmanager
     def _trial_heartbeat(self, trial: optuna.Trial) -> Iterator[None]:

@@ -15,6 +15,8 @@ import pytest
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
+from agentdesign.archive import Archive
+
 POSTGRES_URL = os.environ.get(
     "AGENTDESIGN_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 )
@@ -61,3 +63,9 @@ def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'archive.db'}"
     new_schema: Callable[[], str] = request.getfixturevalue("postgres_schema")
     return new_schema()
+
+
+@pytest.fixture
+def archive(archive_url: str) -> Iterator[Archive]:
+    with Archive(archive_url) as opened:
+        yield opened

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
@@ -33,12 +33,6 @@ HOLDOUT = ("h1", "h2")
 SPEC = {"model": "fake", "prompt": "plain", "params": {"temperature": 0.0}}
 
 _T = TypeVar("_T")
-
-
-@pytest.fixture
-def archive(archive_url: str) -> Iterator[Archive]:
-    with Archive(archive_url) as opened:
-        yield opened
 
 
 def _result(task_id: str, score: float = 1.0, **changes: Any) -> TaskOutcome:
