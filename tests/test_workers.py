@@ -51,8 +51,8 @@ class Log:
 llm = FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3", latency_s=0.05)
 quick = space_from_option("quick")
 config = RunConfig(
-    name=name, model="fake/model", strategy="random", budget=Budget(max_agents=6),
-    n_search=4, n_holdout=2, confirm_top=2,
+    name=name, model="fake/model", strategy="random", budget=Budget(max_agents=4),
+    n_search=3, n_holdout=2, confirm_top=2,
     choices=quick.get("choices", {}), limits=quick.get("limits", {}),
 )
 with Archive(url) as archive:
@@ -91,9 +91,9 @@ def _check_run(url: str, logs: list[Path]) -> None:
     assert not twice, f"tasks run twice: {twice}"
     with Archive(url) as archive:
         totals = archive.run_totals("shared")
-        assert totals.n_complete == 6 and totals.n_agents == 6  # budget met, not exceeded
+        assert totals.n_complete == 4 and totals.n_agents == 4  # budget met, not exceeded
         board = archive.leaderboard(run_name="shared", limit=100)
-        assert len(board) == 6
+        assert len(board) == 4
         holdout = archive.leaderboard(run_name="shared", split="holdout")
         assert [r.agent_hash for r in holdout] == [r.agent_hash for r in board[:2]] or (
             {r.mean for r in board[:3]} == {board[0].mean}  # ties may rank either way
@@ -101,7 +101,7 @@ def _check_run(url: str, logs: list[Path]) -> None:
         assert len(holdout) == 2
         assert archive.get_run("shared").status == "finished"
         for row in board:  # every committed result of every search evaluation is in the logs
-            assert len(archive.task_results(row.evaluation_id)) == 4
+            assert len(archive.task_results(row.evaluation_id)) == 3
 
 
 def _wait(condition: Callable[[], bool], timeout: float) -> None:
@@ -149,7 +149,7 @@ def test_sigkill_at_random_moments_then_resume_on_sqlite(tmp_path: Path) -> None
     url = f"sqlite:///{db}"
     logs: list[Path] = []
     rng = random.Random(7)
-    for attempt in range(4):
+    for attempt in range(3):
         before = _rows(db)
         logs.append(tmp_path / f"attempt{attempt}.log")
         proc = _start(url, logs[-1], mode="resume")
