@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agentdesign.archive._archive import Archive, ArchiveError
 from agentdesign.archive._evaluate import evaluate_agent
+from agentdesign.archive._lease import Heartbeat, worker_id
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
@@ -22,8 +23,10 @@ __all__ = [
     "Archive",
     "ArchiveError",
     "EvaluationRecord",
+    "Heartbeat",
     "LeaderboardRow",
     "RunRecord",
     "RunTotals",
     "evaluate_agent",
+    "worker_id",
 ]

@@ -7,16 +7,21 @@ evaluation) catch the unique-key violation and read the winner's row instead.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
+import os
+import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
 
+import optuna
 from sqlalchemy import (
     URL,
     Connection,
@@ -26,6 +31,7 @@ from sqlalchemy import (
     insert,
     inspect,
     make_url,
+    or_,
     update,
 )
 from sqlalchemy.exc import (
@@ -36,7 +42,9 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 from sqlmodel import Session, SQLModel, col, select
+from sqlmodel.sql.expression import Select
 
+from agentdesign.archive._migrate import create_schema, upgrade_schema
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
@@ -53,7 +61,6 @@ from agentdesign.archive._tables import (
     RunEntryRow,
     RunRow,
     TaskResultRow,
-    metadata,
 )
 from agentdesign.components._errors import AgentDesignError
 from agentdesign.evaluators import TaskOutcome
@@ -91,6 +98,7 @@ class Archive:
     def __init__(self, url: str) -> None:
         self._url = _normalize_url(url)
         self._shown_url = self._url.render_as_string(hide_password=True)
+        self._writer_lock: Path | None = None
         try:
             self._engine = create_engine(self._url, pool_pre_ping=True)
         except NoSuchModuleError:
@@ -128,6 +136,9 @@ class Archive:
     def close(self) -> None:
         """Closes the pooled connections (SQLite checkpoints its WAL when the last one closes)."""
         self._engine.dispose()
+        if self._writer_lock is not None:
+            _drop_writer_lock(self._writer_lock)
+            self._writer_lock = None
 
     def __enter__(self) -> Self:
         return self
@@ -178,7 +189,7 @@ class Archive:
             created_at=now,
             updated_at=now,
         )
-        with self._session() as session:
+        with self._write_session() as session:
             session.add(row)
             try:
                 session.commit()
@@ -208,7 +219,7 @@ class Archive:
         }
         if status is not None:
             values["status"] = _choice(status, RUN_STATUSES, "run status")
-        with self._session() as session:
+        with self._write_session() as session:
             row = self._run_row(session, name)
             session.exec(update(RunRow).where(col(RunRow.id) == row.id).values(values))
             session.commit()
@@ -230,11 +241,12 @@ class Archive:
         row = AgentRow(
             spec_hash=_text(spec_hash, "spec_hash"),
             spec=spec_json,
+            model=spec_json["model"] if isinstance(spec_json.get("model"), str) else None,
             parent_hash=_optional_text(parent_hash, "parent_hash"),
             operator=_optional_text(operator, "operator"),
             created_at=_now(),
         )
-        with self._session() as session:
+        with self._write_session() as session:
             stored = _get_or_insert(session, row, lambda: _find_agent(session, spec_hash))
         if stored.spec != spec_json:
             raise ArchiveError(
@@ -275,7 +287,7 @@ class Archive:
             col(EvaluationRow.benchmark) == benchmark,
             col(EvaluationRow.task_set) == task_set,
         )
-        with self._session() as session:
+        with self._write_session() as session:
             self._agent_row(session, agent_hash)
             stored = _get_or_insert(session, row, lambda: session.exec(query).first())
             return _record(EvaluationRecord, stored)
@@ -301,7 +313,7 @@ class Archive:
         Returns False, changing nothing, when the task is already recorded.
         """
         row = _task_result_row(evaluation_id, outcome)
-        with self._session() as session:
+        with self._write_session() as session:
             evaluation = self._evaluation_row(session, evaluation_id, lock=True)
             if outcome.task_id not in evaluation.task_ids:
                 raise ArchiveError(
@@ -334,7 +346,7 @@ class Archive:
         }
         if not ci_low <= ci_high:
             raise ArchiveError(f"ci_low {ci_low} is above ci_high {ci_high}")
-        with self._session() as session:
+        with self._write_session() as session:
             row = self._evaluation_row(session, evaluation_id, lock=True)
             if status == "complete":
                 n_done = session.exec(
@@ -353,17 +365,39 @@ class Archive:
             return _record(EvaluationRecord, row)
 
     def add_run_entry(
-        self, *, run_name: str, agent_hash: str, evaluation_id: int, trial_number: int | None
-    ) -> None:
-        """Notes that a run used an evaluation; a repeat call keeps the first trial number."""
-        with self._session() as session:
-            run = self._run_row(session, run_name)
+        self,
+        *,
+        run_name: str,
+        agent_hash: str,
+        evaluation_id: int,
+        trial_number: int | None,
+        max_agents: int | None = None,
+    ) -> bool:
+        """Notes that a run used an evaluation; a repeat call keeps the first trial number.
+
+        With `max_agents`, an agent new to the run is refused (False) once the run holds that many:
+        the run's row stays locked meanwhile, so workers racing for the last slot get one each.
+        """
+        with self._write_session() as session:
+            run = self._run_row(session, run_name, lock=max_agents is not None)
             evaluation = self._evaluation_row(session, evaluation_id)
             if evaluation.agent_hash != agent_hash:
                 raise ArchiveError(
                     f"evaluation {evaluation_id} is of agent {evaluation.agent_hash}, "
                     f"not {agent_hash}"
                 )
+            entries = select(RunEntryRow).where(col(RunEntryRow.run_id) == run.id)
+            if max_agents is not None:
+                known = session.exec(
+                    entries.where(col(RunEntryRow.agent_hash) == agent_hash)
+                ).first()
+                n_agents = session.exec(
+                    select(func.count(func.distinct(RunEntryRow.agent_hash))).where(
+                        col(RunEntryRow.run_id) == run.id
+                    )
+                ).one()
+                if known is None and n_agents >= _int(max_agents, "max_agents"):
+                    return False
             row = RunEntryRow(
                 run_id=_ident(run.id),
                 agent_hash=agent_hash,
@@ -371,11 +405,9 @@ class Archive:
                 trial_number=None if trial_number is None else _int(trial_number, "trial_number"),
                 created_at=_now(),
             )
-            query = select(RunEntryRow).where(
-                col(RunEntryRow.run_id) == run.id,
-                col(RunEntryRow.evaluation_id) == evaluation_id,
-            )
+            query = entries.where(col(RunEntryRow.evaluation_id) == evaluation_id)
             _get_or_insert(session, row, lambda: session.exec(query).first())
+            return True
 
     # -- reports ------------------------------------------------------------------------------
 
@@ -384,30 +416,21 @@ class Archive:
         *,
         run_name: str | None = None,
         benchmark: str | None = None,
+        model: str | None = None,
         split: str = "search",
         limit: int = 20,
     ) -> list[LeaderboardRow]:
         """Complete evaluations, best mean first; equal means rank the cheaper agent higher."""
-        _choice(split, SPLITS, "split")
         if _int(limit, "limit") < 1:
             raise ArchiveError(f"limit must be at least 1, not {limit}")
-        query = (
-            select(EvaluationRow, AgentRow.spec)
-            .join(AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash))
-            .where(col(EvaluationRow.split) == split, col(EvaluationRow.status) == "complete")
-        )
-        if benchmark is not None:
-            query = query.where(col(EvaluationRow.benchmark) == benchmark)
         with self._session() as session:
-            if run_name is not None:
-                run = self._run_row(session, run_name)
-                query = query.join(
-                    RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id)
-                ).where(col(RunEntryRow.run_id) == run.id)
+            query = self._ranked(
+                session, run_name=run_name, benchmark=benchmark, model=model, split=split
+            )
             query = query.order_by(
                 col(EvaluationRow.mean).desc(),
                 col(EvaluationRow.cost),
-                col(EvaluationRow.prompt_tokens) + col(EvaluationRow.completion_tokens),
+                _tokens(),
                 col(EvaluationRow.agent_hash),
                 col(EvaluationRow.id),
             ).limit(limit)
@@ -434,11 +457,200 @@ class Archive:
             wall_s=sum(row.wall_s for row in evaluations),
         )
 
+    # -- archive at scale: Pareto front, lineage, leases, the optuna storage ------------------
+
+    def pareto(
+        self,
+        *,
+        run_name: str | None = None,
+        benchmark: str | None = None,
+        model: str | None = None,
+        split: str = "search",
+    ) -> list[LeaderboardRow]:
+        """The complete evaluations that no other beats on both score and cost, cheapest first.
+
+        Cost is compared first and tokens break its ties, so for local models (cost 0) the front is
+        score against tokens. One SQL query with a window function: no row is read into Python
+        unless it is on the front.
+        """
+        with self._session() as session:
+            order = (
+                col(EvaluationRow.cost),
+                _tokens(),
+                col(EvaluationRow.mean).desc(),
+                col(EvaluationRow.id),
+            )
+            best_before = (
+                func.max(EvaluationRow.mean).over(order_by=order, rows=(None, -1)).label("best")
+            )
+            ranked = self._ranked(
+                session, run_name=run_name, benchmark=benchmark, model=model, split=split
+            )
+            sweep = ranked.with_only_columns(col(EvaluationRow.id), best_before).subquery()
+            query = (
+                select(EvaluationRow, AgentRow.spec)
+                .join(sweep, sweep.c.id == col(EvaluationRow.id))
+                .join(AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash))
+                .where(or_(sweep.c.best.is_(None), col(EvaluationRow.mean) > sweep.c.best))
+                .order_by(*order)
+            )
+            return [
+                _leaderboard_row(rank, evaluation, spec)
+                for rank, (evaluation, spec) in enumerate(session.exec(query), start=1)
+            ]
+
+    def run_evaluations(self, run_name: str, *, split: str = "search") -> list[EvaluationRecord]:
+        """The run's evaluations on `split`, in the order the run took them up."""
+        _choice(split, SPLITS, "split")
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            rows = session.exec(
+                select(EvaluationRow)
+                .join(RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id))
+                .where(col(RunEntryRow.run_id) == run.id, col(EvaluationRow.split) == split)
+                .order_by(col(RunEntryRow.id))
+            )
+            return [_record(EvaluationRecord, row) for row in rows]
+
+    def find_agent(self, prefix: str) -> AgentRecord:
+        """The one agent whose spec hash starts with `prefix` (as `git` resolves short hashes)."""
+        with self._session() as session:
+            rows = session.exec(
+                select(AgentRow)
+                .where(col(AgentRow.spec_hash).startswith(_text(prefix, "agent"), autoescape=True))
+                .limit(2)
+            ).all()
+        if not rows:
+            raise ArchiveError(f"no agent whose hash starts with {prefix!r} in {self._shown_url}")
+        if len(rows) > 1:
+            raise ArchiveError(
+                f"more than one agent's hash starts with {prefix!r}: give more of it"
+            )
+        return _record(AgentRecord, rows[0])
+
+    def lineage(self, spec_hash: str) -> list[AgentRecord]:
+        """The agent, its parent, grandparent and so on, as far as the archive holds them."""
+        chain: list[AgentRecord] = []
+        with self._session() as session:
+            row: AgentRow | None = self._agent_row(session, spec_hash)
+            while row is not None and all(a.spec_hash != row.spec_hash for a in chain):
+                chain.append(_record(AgentRecord, row))
+                row = None if row.parent_hash is None else _find_agent(session, row.parent_hash)
+        return chain
+
+    @property
+    def single_writer(self) -> bool:
+        """Whether one process at most writes this archive (SQLite): leases are then moot, since
+        a lease held by anyone else belongs to a process that is gone."""
+        return self._url.get_backend_name() == "sqlite"
+
+    def claim_evaluation(self, evaluation_id: int, *, owner: str, lease_s: float) -> bool:
+        """Takes or renews the lease on an unfinished evaluation for `lease_s` seconds.
+
+        False while another process holds a lease that has not run out, or once it is complete.
+        """
+        now = _now()
+        conditions = [
+            col(EvaluationRow.id) == evaluation_id,
+            col(EvaluationRow.status) != "complete",
+        ]
+        if not self.single_writer:
+            conditions.append(
+                or_(
+                    col(EvaluationRow.lease_owner).is_(None),
+                    col(EvaluationRow.lease_owner) == owner,
+                    col(EvaluationRow.lease_until) < now,
+                )
+            )
+        lease = timedelta(seconds=_non_negative(lease_s, "lease_s"))
+        with self._write_session() as session:
+            self._evaluation_row(session, evaluation_id)
+            result = session.execute(
+                update(EvaluationRow)
+                .where(*conditions)
+                .values(lease_owner=_text(owner, "owner"), lease_until=now + lease)
+            )
+            session.commit()
+            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+
+    def release_evaluation(self, evaluation_id: int, *, owner: str) -> None:
+        """Gives the lease back (if `owner` still holds it), so a waiting process need not wait."""
+        with self._write_session() as session:
+            session.execute(
+                update(EvaluationRow)
+                .where(
+                    col(EvaluationRow.id) == evaluation_id, col(EvaluationRow.lease_owner) == owner
+                )
+                .values(lease_owner=None, lease_until=None)
+            )
+            session.commit()
+
+    def study_storage(
+        self,
+        *,
+        heartbeat_interval: int,
+        grace_period: int,
+        stale_trial_callback: Callable[[optuna.Study, optuna.trial.FrozenTrial], None],
+    ) -> optuna.storages.RDBStorage:
+        """Optuna's storage in this database, with trial heartbeats.
+
+        Made under the set-up lock: optuna creates its tables on first use, and several workers
+        starting at once on a new PostgreSQL database would otherwise race to create them.
+        """
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        with self._engine.connect() as conn, conn.begin():
+            if not self.single_writer:  # SQLite: optuna's own connection must be free to write
+                _lock_for_set_up(conn)
+            return optuna.storages.RDBStorage(
+                self.url,
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                heartbeat_stale_trial_callback=stale_trial_callback,
+            )
+
+    def _ranked(
+        self,
+        session: Session,
+        *,
+        run_name: str | None,
+        benchmark: str | None,
+        model: str | None,
+        split: str,
+    ) -> Select[EvaluationRow, Mapping[Any, Any]]:
+        """Complete evaluations on `split` with their agent's spec, filtered as asked."""
+        _choice(split, SPLITS, "split")
+        query = (
+            select(EvaluationRow, AgentRow.spec)
+            .join(AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash))
+            .where(col(EvaluationRow.split) == split, col(EvaluationRow.status) == "complete")
+        )
+        if benchmark is not None:
+            query = query.where(col(EvaluationRow.benchmark) == benchmark)
+        if model is not None:
+            query = query.where(col(AgentRow.model) == model)
+        if run_name is not None:
+            run = self._run_row(session, run_name)
+            query = query.join(
+                RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id)
+            ).where(col(RunEntryRow.run_id) == run.id)
+        return query
+
     # -- helpers ------------------------------------------------------------------------------
 
     def _session(self) -> Session:
         # Rows stay readable after commit, so records can be built from them without a reload.
         return Session(self._engine, expire_on_commit=False)
+
+    def _write_session(self) -> Session:
+        """A session for a write: on SQLite, only after this process holds the writer lock."""
+        database = self._url.database
+        if (
+            self.single_writer
+            and self._writer_lock is None
+            and database not in (None, "", ":memory:")
+        ):
+            self._writer_lock = _take_writer_lock(Path(database), self._shown_url)
+        return self._session()
 
     def _set_up(self, conn: Connection) -> None:
         """Checks that the database is an archive this code reads, turning an empty one into one."""
@@ -446,7 +658,9 @@ class Archive:
         tables = set(inspect(conn).get_table_names())
         if MetaRow.__tablename__ in tables:
             meta = dict(conn.execute(select(MetaRow.key, MetaRow.value)).all())
-            self._check_meta(meta)
+            version = self._check_meta(meta)
+            if version < SCHEMA_VERSION:
+                upgrade_schema(conn, version=version, stamped="ad_alembic_version" in tables)
             return
         foreign = sorted(tables - OPTUNA_TABLES)
         if foreign:
@@ -454,7 +668,7 @@ class Archive:
                 f"{self._shown_url} is not an agentdesign archive: it has no ad_meta table "
                 f"but other tables ({_listing(foreign)})"
             )
-        metadata.create_all(conn)
+        create_schema(conn)
         conn.execute(
             insert(MetaRow),
             [
@@ -463,7 +677,8 @@ class Archive:
             ],
         )
 
-    def _check_meta(self, meta: Mapping[str, str]) -> None:
+    def _check_meta(self, meta: Mapping[str, str]) -> int:
+        """The archive's schema version, if this code can read it (perhaps after an upgrade)."""
         if meta.get("created_by") != _CREATED_BY:
             raise ArchiveError(
                 f"{self._shown_url} is not an agentdesign archive: its ad_meta was not written "
@@ -477,9 +692,11 @@ class Archive:
                 f"{self._shown_url} has archive schema {version}, newer than the {SCHEMA_VERSION} "
                 "this agentdesign knows: upgrade agentdesign"
             )
+        return int(version)
 
-    def _run_row(self, session: Session, name: str) -> RunRow:
-        row = session.exec(select(RunRow).where(col(RunRow.name) == name)).first()
+    def _run_row(self, session: Session, name: str, *, lock: bool = False) -> RunRow:
+        query = select(RunRow).where(col(RunRow.name) == name)
+        row = session.exec(query.with_for_update() if lock else query).first()
         if row is None:
             names = list(session.exec(select(RunRow.name).order_by(col(RunRow.name))))
             known = f"runs: {_listing(names)}" if names else "the archive has no runs yet"
@@ -533,6 +750,51 @@ def _lock_for_set_up(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+# The SQLite writer locks this process holds: path -> (open lock file, how many archives use it).
+_WRITER_LOCKS: dict[Path, tuple[IO[str], int]] = {}
+_WRITER_LOCKS_GUARD = threading.Lock()
+
+
+def _take_writer_lock(database: Path, shown_url: str) -> Path:
+    """Makes this process the one that writes a SQLite archive, or says which process is.
+
+    An flock on `<database>.lock`: the kernel drops it when the process dies, even by SIGKILL, so
+    a crashed run never leaves a stale lock behind. Archives of one process share it.
+    """
+    with _WRITER_LOCKS_GUARD:
+        if database in _WRITER_LOCKS:
+            handle, users = _WRITER_LOCKS[database]
+            _WRITER_LOCKS[database] = (handle, users + 1)
+            return database
+        handle = Path(f"{database}.lock").open("a+")  # noqa: SIM115  (held past this call)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            pid = handle.read().strip() or "unknown"
+            handle.close()
+            raise ArchiveError(
+                f"{shown_url} is being written by another process (pid {pid}): SQLite allows one "
+                "writing process at a time; wait for it to finish, or use PostgreSQL "
+                "(--storage postgresql+psycopg2://...) for parallel workers"
+            ) from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        _WRITER_LOCKS[database] = (handle, 1)
+        return database
+
+
+def _drop_writer_lock(database: Path) -> None:
+    with _WRITER_LOCKS_GUARD:
+        handle, users = _WRITER_LOCKS[database]
+        if users > 1:
+            _WRITER_LOCKS[database] = (handle, users - 1)
+        else:
+            del _WRITER_LOCKS[database]
+            handle.close()  # closing the file releases the flock
+
+
 def _get_or_insert(session: Session, row: _Row, find: Callable[[], _Row | None]) -> _Row:
     """The row `find` locates, else `row` inserted and committed; if another process inserts the
     same key in between, its row (the unique key rejects ours)."""
@@ -576,6 +838,10 @@ def _refresh_totals(session: Session, evaluation_id: int, **values: Any) -> None
             **values,
         )
     )
+
+
+def _tokens() -> Any:
+    return col(EvaluationRow.prompt_tokens) + col(EvaluationRow.completion_tokens)
 
 
 def _task_set_digest(sorted_ids: Sequence[str]) -> str:

@@ -7,9 +7,11 @@ moment it ends, a killed process loses at most the tasks in flight, and no task 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from agentdesign.archive._archive import Archive
+from agentdesign.archive._lease import Heartbeat, worker_id
 from agentdesign.archive._records import EvaluationRecord
 from agentdesign.components import AgentSpec, ChatModel, Example, build_agent
 from agentdesign.evaluators import Benchmark, Task, TaskOutcome, bootstrap_ci, evaluate_tasks
@@ -31,6 +33,7 @@ def evaluate_agent(
     on_start: Callable[[EvaluationRecord, int], None] | None = None,
     on_result: Callable[[TaskOutcome], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    lease_s: float = 60.0,
 ) -> EvaluationRecord | None:
     """Scores `spec` on `tasks`, reusing every result the archive already holds for them.
 
@@ -38,6 +41,11 @@ def evaluate_agent(
     `on_result` gets each new outcome after it is committed. Returns the finished evaluation, with
     its mean and bootstrap interval, or None when `should_stop` ended it part-way: the partial
     evaluation stays in the archive, marked running, and the next call completes it.
+
+    Only the holder of the evaluation's lease runs its tasks, so processes that meet on the same
+    agent never pay twice for a task: the others wait for its result. The holder renews the lease
+    every `lease_s / 3` seconds; if it dies, the lease runs out after `lease_s` and one of them
+    takes over.
     """
     archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
     evaluation = archive.get_or_create_evaluation(
@@ -46,10 +54,57 @@ def evaluate_agent(
         task_ids=[t.id for t in tasks],
         split=split,
     )
+    owner = worker_id()
+    while evaluation.status != "complete" and not archive.claim_evaluation(
+        evaluation.id, owner=owner, lease_s=lease_s
+    ):
+        if should_stop():
+            return None
+        time.sleep(lease_s / 10)  # another process runs it: wait for its results
+        evaluation = archive.get_evaluation(evaluation.id)
     if evaluation.status == "complete":
         if on_start is not None:
             on_start(evaluation, len(tasks))
         return evaluation
+    try:
+        with Heartbeat(
+            interval_s=lease_s / 3,
+            beat=lambda: archive.claim_evaluation(evaluation.id, owner=owner, lease_s=lease_s),
+        ):
+            return _run_claimed(
+                archive,
+                evaluation,
+                spec,
+                benchmark,
+                tasks,
+                llm=llm,
+                train_examples=train_examples,
+                concurrency=concurrency,
+                seed=seed,
+                on_start=on_start,
+                on_result=on_result,
+                should_stop=should_stop,
+            )
+    finally:
+        archive.release_evaluation(evaluation.id, owner=owner)
+
+
+def _run_claimed(
+    archive: Archive,
+    evaluation: EvaluationRecord,
+    spec: AgentSpec,
+    benchmark: Benchmark,
+    tasks: Sequence[Task],
+    *,
+    llm: ChatModel,
+    train_examples: Sequence[Example],
+    concurrency: int,
+    seed: int,
+    on_start: Callable[[EvaluationRecord, int], None] | None,
+    on_result: Callable[[TaskOutcome], None] | None,
+    should_stop: Callable[[], bool],
+) -> EvaluationRecord | None:
+    """Runs the tasks of an evaluation whose lease this process holds."""
     done = archive.task_results(evaluation.id)
     if on_start is not None:
         on_start(evaluation, len(done))

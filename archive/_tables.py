@@ -1,4 +1,4 @@
-"""The archive's database tables (schema version 1).
+"""The archive's database tables (schema version 2; `migrations/` upgrades older archives).
 
 Every table name starts with `ad_` because the optuna study of each run lives in the same database
 and owns its own unprefixed tables (and `alembic_version`). Stored JSON is written once and never
@@ -26,7 +26,8 @@ __all__ = [
     "metadata",
 ]
 
-SCHEMA_VERSION = 1
+# The alembic revision of `migrations/versions/` that creates this schema bears the same number.
+SCHEMA_VERSION = 2
 
 # The tables optuna 5's RDBStorage creates in a database it shares with the archive; an archive may
 # hold them, any other foreign table means the database belongs to something else.
@@ -103,6 +104,8 @@ class AgentRow(_Table, table=True):
     id: int | None = Field(default=None, primary_key=True)
     spec_hash: str = Field(unique=True, index=True)
     spec: dict[str, Any] = _json_column()
+    # The spec's model, copied out of the JSON so that leaderboards can filter on it by index.
+    model: str | None = Field(default=None, index=True)
     parent_hash: str | None = Field(default=None, index=True)
     operator: str | None = None
     created_at: datetime = _timestamp()
@@ -112,7 +115,8 @@ class EvaluationRow(_Table, table=True):
     """One agent on one set of tasks; the unique key lets every run reuse it, not pay again.
 
     The totals are recomputed from the task results each time one is added, so the spend of an
-    unfinished evaluation is known too.
+    unfinished evaluation is known too. The lease names the one process running its tasks, until
+    the time it must renew it by: a worker that dies stops renewing and another takes over.
     """
 
     __tablename__ = "ad_evaluation"
@@ -138,6 +142,8 @@ class EvaluationRow(_Table, table=True):
     cost: float = 0.0
     wall_s: float = 0.0
     status: str
+    lease_owner: str | None = None
+    lease_until: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
     created_at: datetime = _timestamp()
     updated_at: datetime = _timestamp()
 

@@ -1,10 +1,11 @@
-"""The `agentdesign` command line: run, resume, show, export, benchmarks, components."""
+"""The `agentdesign` command line: run, resume, worker, finalize, show, export, evaluate, report,
+benchmarks, components."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -22,21 +23,43 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from agentdesign.archive import Archive, EvaluationRecord, LeaderboardRow, RunRecord
+from agentdesign.archive import (
+    Archive,
+    EvaluationRecord,
+    LeaderboardRow,
+    RunRecord,
+    evaluate_agent,
+)
 from agentdesign.components import (
     REGISTRY,
     SLOTS,
     AgentDesignError,
     AgentSpec,
+    Example,
+    check_model,
+    default_chat_model,
+    parse_spec,
     render_standalone,
 )
 from agentdesign.evaluators import (
+    Benchmark,
     TaskOutcome,
     available_benchmarks,
     examples_from_tasks,
     get_benchmark,
+    make_split,
 )
-from agentdesign.search._loop import Budget, RunConfig, RunSummary, resume_search, run_search
+from agentdesign.search._loop import (
+    DEFAULT_HEARTBEAT_S,
+    Budget,
+    RunConfig,
+    RunSummary,
+    finalize_run,
+    resume_search,
+    run_search,
+    run_worker,
+)
+from agentdesign.search._report import write_report
 from agentdesign.search._space import SPACE_PRESETS, space_from_option
 from agentdesign.search._strategies import STRATEGIES
 
@@ -56,8 +79,67 @@ StorageOption = Annotated[
 ]
 
 
+# Options that `run` and `worker` share (a worker that starts a run takes the same settings).
+BenchmarkOption = Annotated[str, typer.Option(help="benchmark name")]
+ModelOption = Annotated[str, typer.Option(help="litellm model string")]
+StrategyOption = Annotated[str, typer.Option(help=f"one of {', '.join(STRATEGIES)}")]
+MaxAgentsOption = Annotated[int | None, typer.Option(help="stop after this many agents")]
+MaxTokensOption = Annotated[int | None, typer.Option(help="stop after this many tokens")]
+MaxMinutesOption = Annotated[float | None, typer.Option(help="stop after this many minutes")]
+NSearchOption = Annotated[int, typer.Option(help="items each agent is scored on")]
+NHoldoutOption = Annotated[int, typer.Option(help="unseen items that confirm the winners")]
+SeedOption = Annotated[int, typer.Option(help="seed of the strategy and the split")]
+ConcurrencyOption = Annotated[int, typer.Option(help="tasks run at once (1 for embedded)")]
+ApiBaseOption = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")]
+SpaceOption = Annotated[
+    str, typer.Option(help=f"design space: {', '.join(SPACE_PRESETS)} or a JSON file")
+]
+ConfirmTopOption = Annotated[
+    int, typer.Option(help="best search agents confirmed on holdout at the end")
+]
+DEFAULT_MODEL = "embedded/qwen2.5-coder-1.5b"
+
+
 def _open(storage: str) -> Archive:
     return Archive(storage)
+
+
+def _config(
+    *,
+    name: str,
+    benchmark: str,
+    model: str,
+    strategy: str,
+    max_agents: int | None,
+    max_tokens: int | None,
+    max_minutes: float | None,
+    n_search: int,
+    n_holdout: int,
+    seed: int,
+    concurrency: int,
+    api_base: str | None,
+    space: str,
+    confirm_top: int,
+) -> RunConfig:
+    narrowing = space_from_option(space)
+    if confirm_top < 0:
+        raise AgentDesignError(f"--confirm-top must not be negative, got {confirm_top}")
+    return RunConfig(
+        name=name,
+        benchmark=benchmark,
+        model=model,
+        strategy=strategy,
+        budget=Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes),
+        n_search=n_search,
+        n_holdout=n_holdout,
+        split_seed=seed,
+        seed=seed,
+        concurrency=concurrency,
+        confirm_top=confirm_top,
+        api_base=api_base,
+        choices=narrowing.get("choices", {}),
+        limits=narrowing.get("limits", {}),
+    )
 
 
 class _ProgressReporter:
@@ -162,54 +244,129 @@ def _print_summary(archive: Archive, summary: RunSummary) -> None:
     _show(archive, run.name, limit=20)
 
 
-def _show(archive: Archive, run_name: str, *, limit: int) -> None:
-    run = archive.get_run(run_name)
-    rows = archive.leaderboard(run_name=run.name, limit=limit)
-    title = f"{run.name}: {run.benchmark}, search split ({len(run.search_task_ids)} items)"
-    console.print(_leaderboard_table(rows, title))
-    holdout = archive.leaderboard(run_name=run.name, split="holdout", limit=limit)
+def _show(
+    archive: Archive,
+    run_name: str | None,
+    *,
+    limit: int,
+    benchmark: str | None = None,
+    model: str | None = None,
+) -> None:
+    """The leaderboard on search scores, with each confirmed agent's holdout score and the gap.
+
+    The winner is the top row: chosen on search scores only; holdout only confirms it.
+    """
+    rows = archive.leaderboard(run_name=run_name, benchmark=benchmark, model=model, limit=limit)
+    holdout = {
+        row.agent_hash: row
+        for row in archive.leaderboard(
+            run_name=run_name, benchmark=benchmark, model=model, split="holdout", limit=10_000
+        )
+    }
+    if run_name is not None:
+        run = archive.get_run(run_name)
+        title = (
+            f"{run.name}: {run.benchmark}, ranked on the search split "
+            f"({len(run.search_task_ids)} items); holdout: {len(run.holdout_task_ids)} unseen items"
+        )
+    else:
+        title = "all runs" + "".join(
+            f", {what} {value}"
+            for what, value in (("benchmark", benchmark), ("model", model))
+            if value is not None
+        )
+    table = Table(title=title)
+    for column in (
+        "#", "agent", "design", "search (95% CI)", "holdout (95% CI)", "gap", "n",
+        "tokens/item", "s/item", "cost $",
+    ):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("agent", "design") else "right")
+    for row in rows:
+        confirmed = holdout.get(row.agent_hash)
+        n = max(row.n_tasks, 1)
+        table.add_row(
+            str(row.rank),
+            row.agent_hash[:10],
+            AgentSpec.from_dict(row.spec).describe(),
+            _score(row),
+            _score(confirmed) if confirmed else "-",
+            f"{row.mean - confirmed.mean:+.3f}" if confirmed else "-",
+            str(row.n_tasks),
+            f"{(row.prompt_tokens + row.completion_tokens) / n:,.0f}",
+            f"{row.wall_s / n:.1f}",
+            f"{row.cost:.4f}",
+        )
+    console.print(table)
     if holdout:
-        title = f"holdout confirmation ({len(run.holdout_task_ids)} unseen items)"
-        console.print(_leaderboard_table(holdout, title))
+        console.print("gap = search - holdout; a large positive gap means the search overfit")
+
+
+def _score(row: LeaderboardRow) -> str:
+    return f"{row.mean:.3f} [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+
+
+def _show_lineage(archive: Archive, target: str | None) -> None:
+    """The ancestry of an agent (a hash prefix), or of a run's winner (a run name)."""
+    runs = {run.name for run in archive.list_runs()}
+    if target is None or target in runs:
+        run_name = target or _latest_run(archive)
+        top = archive.leaderboard(run_name=run_name, limit=1)
+        if not top:
+            raise AgentDesignError(f"run {run_name} has no finished agent yet")
+        agent = archive.get_agent(top[0].agent_hash)
+    else:
+        agent = archive.find_agent(target)
+    table = Table(title=f"lineage of {agent.spec_hash[:10]}")
+    for column in ("generation", "agent", "operator", "design"):
+        table.add_column(column)
+    chain = archive.lineage(agent.spec_hash)
+    for depth, ancestor in enumerate(chain):
+        table.add_row(
+            str(-depth),
+            ancestor.spec_hash[:10],
+            ancestor.operator or "-",
+            AgentSpec.from_dict(ancestor.spec).describe(),
+        )
+    console.print(table)
+    missing = chain[-1].parent_hash
+    if missing is not None:
+        console.print(f"(its parent {missing[:10]} is not in this archive)")
 
 
 @app.command()
 def run(
     name: Annotated[str | None, typer.Option(help="run name (default: run-<timestamp>)")] = None,
-    benchmark: Annotated[str, typer.Option(help="benchmark name")] = "gsm8k",
-    model: Annotated[
-        str, typer.Option(help="litellm model string")
-    ] = "embedded/qwen2.5-coder-1.5b",
-    strategy: Annotated[str, typer.Option(help=f"one of {', '.join(STRATEGIES)}")] = "tpe",
-    max_agents: Annotated[int | None, typer.Option(help="stop after this many agents")] = 8,
-    max_tokens: Annotated[int | None, typer.Option(help="stop after this many tokens")] = None,
-    max_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
-    n_search: Annotated[int, typer.Option(help="items each agent is scored on")] = 10,
-    n_holdout: Annotated[int, typer.Option(help="unseen items that confirm the winner")] = 10,
-    seed: Annotated[int, typer.Option(help="seed of the strategy and the split")] = 0,
-    concurrency: Annotated[int, typer.Option(help="tasks run at once (1 for embedded)")] = 1,
-    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")] = None,
-    space: Annotated[
-        str, typer.Option(help=f"design space: {', '.join(SPACE_PRESETS)} or a JSON file")
-    ] = "quick",
+    benchmark: BenchmarkOption = "gsm8k",
+    model: ModelOption = DEFAULT_MODEL,
+    strategy: StrategyOption = "tpe",
+    max_agents: MaxAgentsOption = 8,
+    max_tokens: MaxTokensOption = None,
+    max_minutes: MaxMinutesOption = None,
+    n_search: NSearchOption = 10,
+    n_holdout: NHoldoutOption = 10,
+    seed: SeedOption = 0,
+    concurrency: ConcurrencyOption = 1,
+    api_base: ApiBaseOption = None,
+    space: SpaceOption = "quick",
+    confirm_top: ConfirmTopOption = 3,
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """Start a search and print its leaderboard."""
-    narrowing = space_from_option(space)
-    config = RunConfig(
+    config = _config(
         name=name or datetime.now().strftime("run-%Y%m%d-%H%M%S"),
         benchmark=benchmark,
         model=model,
         strategy=strategy,
-        budget=Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes),
+        max_agents=max_agents,
+        max_tokens=max_tokens,
+        max_minutes=max_minutes,
         n_search=n_search,
         n_holdout=n_holdout,
-        split_seed=seed,
         seed=seed,
         concurrency=concurrency,
         api_base=api_base,
-        choices=narrowing.get("choices", {}),
-        limits=narrowing.get("limits", {}),
+        space=space,
+        confirm_top=confirm_top,
     )
     with _open(storage) as archive:
         with _progress() as progress:
@@ -224,6 +381,71 @@ def run(
             )
             summary = run_search(archive, config, reporter=reporter)
         _print_summary(archive, summary)
+
+
+@app.command()
+def worker(
+    run_name: Annotated[str, typer.Option("--run", help="the run to work on (made if missing)")],
+    benchmark: BenchmarkOption = "gsm8k",
+    model: ModelOption = DEFAULT_MODEL,
+    strategy: StrategyOption = "tpe",
+    max_agents: MaxAgentsOption = 8,
+    max_tokens: MaxTokensOption = None,
+    max_minutes: MaxMinutesOption = None,
+    n_search: NSearchOption = 10,
+    n_holdout: NHoldoutOption = 10,
+    seed: SeedOption = 0,
+    concurrency: ConcurrencyOption = 1,
+    api_base: ApiBaseOption = None,
+    space: SpaceOption = "quick",
+    confirm_top: ConfirmTopOption = 3,
+    heartbeat: Annotated[
+        int, typer.Option(help="seconds between heartbeats; 3 missed ones mark a worker dead")
+    ] = DEFAULT_HEARTBEAT_S,
+    storage: StorageOption = DEFAULT_STORAGE,
+) -> None:
+    """Join a run as one of many workers sharing a PostgreSQL archive (SQLite: one at a time).
+
+    The run options only apply if this worker is the one that starts the run.
+    """
+    if heartbeat < 1:
+        raise AgentDesignError(f"--heartbeat must be at least 1 second, got {heartbeat}")
+    config = _config(
+        name=run_name,
+        benchmark=benchmark,
+        model=model,
+        strategy=strategy,
+        max_agents=max_agents,
+        max_tokens=max_tokens,
+        max_minutes=max_minutes,
+        n_search=n_search,
+        n_holdout=n_holdout,
+        seed=seed,
+        concurrency=concurrency,
+        api_base=api_base,
+        space=space,
+        confirm_top=confirm_top,
+    )
+    with _open(storage) as archive:
+        summary = run_worker(archive, config, heartbeat_s=heartbeat)
+        console.print(
+            f"worker done: run {run_name} has {summary.agents_done} agents; {summary.stop_reason}"
+            + ("" if summary.holdout else " (holdout confirmation left to the last worker)")
+        )
+
+
+@app.command()
+def finalize(
+    name: Annotated[str, typer.Argument(help="the run whose winners to confirm")],
+    top: Annotated[
+        int | None, typer.Option(help="agents to confirm (default: the run's --confirm-top)")
+    ] = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+) -> None:
+    """Confirm a run's best search agents on its holdout split (resumable, never pays twice)."""
+    with _open(storage) as archive:
+        finalize_run(archive, name, top=top)
+        _show(archive, name, limit=20)
 
 
 @app.command()
@@ -249,13 +471,27 @@ def resume(
 
 @app.command()
 def show(
-    name: Annotated[str | None, typer.Argument(help="run name (default: the latest)")] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="run name (default: the latest); with --lineage, a run or an agent"),
+    ] = None,
+    lineage: Annotated[bool, typer.Option(help="print an agent's ancestry instead")] = False,
+    benchmark: Annotated[str | None, typer.Option(help="only this benchmark")] = None,
+    model: Annotated[str | None, typer.Option(help="only agents on this model")] = None,
     limit: Annotated[int, typer.Option(help="rows to show")] = 20,
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
-    """Print a run's leaderboard, with the holdout confirmation of its winner."""
+    """Print a leaderboard: search scores, the holdout confirmation and the gap between them.
+
+    Without a run name but with --benchmark or --model, ranks agents across all runs.
+    """
     with _open(storage) as archive:
-        _show(archive, name or _latest_run(archive), limit=limit)
+        if lineage:
+            _show_lineage(archive, name)
+            return
+        across_runs = name is None and (benchmark is not None or model is not None)
+        run_name = None if across_runs else name or _latest_run(archive)
+        _show(archive, run_name, limit=limit, benchmark=benchmark, model=model)
 
 
 def _latest_run(archive: Archive) -> str:
@@ -271,33 +507,118 @@ def export(
     agent: Annotated[
         str | None, typer.Option(help="agent hash prefix (default: the winner)")
     ] = None,
+    pareto: Annotated[
+        bool, typer.Option(help="every agent on the run's score-cost Pareto front")
+    ] = False,
     out: Annotated[Path, typer.Option(help="directory to write into")] = Path("exported"),
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
-    """Write an agent as a JSON spec plus a standalone Python file that needs only litellm."""
+    """Write agents as JSON specs plus standalone Python files that need only litellm."""
+    if pareto and agent is not None:
+        raise AgentDesignError("give --agent or --pareto, not both")
     with _open(storage) as archive:
         run_name = name or _latest_run(archive)
         run_record = archive.get_run(run_name)
-        rows = archive.leaderboard(run_name=run_name, limit=10_000)
         if agent is not None:
-            rows = [r for r in rows if r.agent_hash.startswith(agent)]
-        if not rows:
-            raise AgentDesignError(
-                f"no finished agent to export in run {run_name}"
-                + (f" matching '{agent}'" if agent else "")
+            specs = [AgentSpec.from_dict(archive.find_agent(agent).spec)]
+        else:
+            rows = (
+                archive.pareto(run_name=run_name)
+                if pareto
+                else archive.leaderboard(run_name=run_name, limit=1)
             )
-        spec = AgentSpec.from_dict(rows[0].spec)
+            if not rows:
+                raise AgentDesignError(f"no finished agent to export in run {run_name}")
+            specs = [AgentSpec.from_dict(row.spec) for row in rows]
         benchmark = get_benchmark(run_record.benchmark)
     pool = examples_from_tasks(benchmark.train_examples())
     out.mkdir(parents=True, exist_ok=True)
+    for spec in specs:
+        _export_one(spec, pool, out, benchmark)
+
+
+def _export_one(spec: AgentSpec, pool: Sequence[Example], out: Path, benchmark: Benchmark) -> None:
     stem = f"agent_{spec.spec_hash[:10]}"
     (out / f"{stem}.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
     source = render_standalone(spec, train_examples=pool, filename=f"{stem}.py")
     (out / f"{stem}.py").write_text(source)
-    console.print(f"wrote {out / (stem + '.json')} and {out / (stem + '.py')}")
+    console.print(f"wrote {out / (stem + '.json')} and {out / (stem + '.py')}  ({spec.describe()})")
+    question = benchmark.tasks()[0].question[:60]
+    console.print(f'  try it:   python {out / (stem + ".py")} "{question}..."')
     console.print(
-        f'try it:  python {out / (stem + ".py")} "{benchmark.tasks()[0].question[:60]}..."'
+        f"  or score it:  agentdesign evaluate {out / (stem + '.json')} --benchmark "
+        f"{benchmark.name}"
     )
+
+
+@app.command()
+def evaluate(
+    spec_file: Annotated[Path, typer.Argument(help="an agent spec: exported or hand-written JSON")],
+    benchmark: Annotated[str, typer.Option(help="benchmark name")] = "gsm8k",
+    split: Annotated[
+        str, typer.Option(help="search or holdout (a run's seeded split) or all (the first items)")
+    ] = "holdout",
+    items: Annotated[int, typer.Option(help="how many items")] = 10,
+    seed: Annotated[int, typer.Option(help="seed of the split, as a run's --seed")] = 0,
+    model: Annotated[str | None, typer.Option(help="run the spec on another model")] = None,
+    concurrency: ConcurrencyOption = 1,
+    api_base: ApiBaseOption = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+) -> None:
+    """Score any agent spec on a benchmark, with a 95% interval; results go to the archive."""
+    try:
+        text = spec_file.read_text()
+    except OSError as err:
+        raise AgentDesignError(f"cannot read {spec_file}: {err.strerror}") from None
+    spec = parse_spec(text)
+    if model is not None:
+        spec = spec.set_params(model=model)
+    bench = get_benchmark(benchmark)
+    if items < 1:
+        raise AgentDesignError(f"--items must be at least 1, got {items}")
+    ids = [t.id for t in bench.tasks()]
+    if split == "all":
+        chosen = ids[:items]
+    elif split in ("search", "holdout"):
+        drawn = make_split(ids, seed=seed, n_search=items, n_holdout=items)
+        chosen = list(drawn.search_ids if split == "search" else drawn.holdout_ids)
+    else:
+        raise AgentDesignError(f"--split must be search, holdout or all, not {split!r}")
+    check_model(spec.model)
+    with _open(storage) as archive:
+        evaluation = evaluate_agent(
+            archive,
+            spec,
+            bench,
+            bench.tasks_by_ids(chosen),
+            llm=default_chat_model(api_base=api_base),
+            split="search" if split == "search" else "holdout",
+            train_examples=examples_from_tasks(bench.train_examples()),
+            concurrency=concurrency,
+            seed=seed,
+        )
+    assert evaluation is not None and evaluation.mean is not None  # nothing asked it to stop
+    assert evaluation.ci_low is not None and evaluation.ci_high is not None
+    tokens = evaluation.prompt_tokens + evaluation.completion_tokens
+    console.print(
+        f"{spec.spec_hash[:10]} {spec.describe()}\n{bench.name} {split} ({len(chosen)} items): "
+        f"score {evaluation.mean:.3f} [95% CI {evaluation.ci_low:.2f}, {evaluation.ci_high:.2f}], "
+        f"{tokens:,} tokens, ${evaluation.cost:.4f}"
+    )
+
+
+@app.command()
+def report(
+    name: Annotated[str | None, typer.Argument(help="run name (default: the latest)")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file")] = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+) -> None:
+    """Write a self-contained HTML report of a run (plots inline, viewable offline)."""
+    with _open(storage) as archive:
+        run_name = name or _latest_run(archive)
+        path = output or Path(f"report-{run_name}.html")
+        write_report(archive, run_name, path)
+    console.print(f"wrote {path}")
 
 
 @app.command()

@@ -2,20 +2,35 @@
 
 All state lives in the archive and in the optuna study stored in the same database, never in process
 memory, so a run killed at any moment resumes where it stopped: finished task results are read back
-and never run again, and the trial that was in flight is completed rather than abandoned.
+and never run again, and the trial that was in flight is retried rather than abandoned.
+
+Any number of worker processes may drive one run on PostgreSQL (SQLite: one at a time). Each holds
+a trial with a heartbeat; a trial whose heartbeat stops is failed and queued again with the same
+design (optuna's RetryHeartbeatStaleTrialCallback), and the evaluation lease in the archive makes
+sure no task is paid twice. The agent budget is reserved in the archive before an evaluation starts,
+so workers together never evaluate more agents than it allows.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 import optuna
 
-from agentdesign.archive import Archive, EvaluationRecord, RunRecord, evaluate_agent
+from agentdesign.archive import (
+    Archive,
+    ArchiveError,
+    EvaluationRecord,
+    Heartbeat,
+    RunRecord,
+    evaluate_agent,
+)
 from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
@@ -33,12 +48,25 @@ from agentdesign.evaluators import (
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._strategies import make_sampler
 
-__all__ = ["Budget", "Reporter", "RunConfig", "RunSummary", "resume_search", "run_search"]
+__all__ = [
+    "Budget",
+    "Reporter",
+    "RunConfig",
+    "RunSummary",
+    "finalize_run",
+    "resume_search",
+    "run_search",
+    "run_worker",
+]
 
 log = logging.getLogger(__name__)
 
 # A sampler that keeps proposing designs the run already has is stopped after this many in a row.
 _MAX_REPEATS = 30
+# Seconds between a worker's heartbeats; a trial or an evaluation lease unrenewed for
+# _GRACE_BEATS of them belongs to a dead worker and is taken over.
+DEFAULT_HEARTBEAT_S = 10
+_GRACE_BEATS = 3
 
 
 @dataclass(frozen=True)
@@ -73,7 +101,7 @@ class RunConfig:
     split_seed: int = 0
     seed: int = 0
     concurrency: int = 1
-    confirm_top: int = 1
+    confirm_top: int = 3
     api_base: str | None = None
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -144,10 +172,20 @@ def run_search(
     *,
     llm: ChatModel | None = None,
     reporter: Reporter | None = None,
+    heartbeat_s: int = DEFAULT_HEARTBEAT_S,
 ) -> RunSummary:
     """Starts a new run named `config.name` and searches until its budget is spent."""
+    run = _create_run(archive, config, llm=llm)
     benchmark = get_benchmark(config.benchmark)
-    space = config.space()  # validates the space before anything is written
+    return _Search(
+        archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s
+    ).drive()
+
+
+def _create_run(archive: Archive, config: RunConfig, *, llm: ChatModel | None) -> RunRecord:
+    """Checks the config, then stores the run with its seeded split (nothing, if a check fails)."""
+    benchmark = get_benchmark(config.benchmark)
+    config.space()  # validates the space before anything is written
     make_sampler(config.strategy, seed=config.seed)  # likewise the strategy name
     if llm is None:
         check_model(config.model)
@@ -168,7 +206,7 @@ def run_search(
         search_task_ids=split.search_ids,
         holdout_task_ids=split.holdout_ids,
     )
-    return _Search(archive, run, config, space, benchmark, llm, reporter).drive()
+    return run
 
 
 def resume_search(
@@ -178,14 +216,72 @@ def resume_search(
     budget: Budget | None = None,
     llm: ChatModel | None = None,
     reporter: Reporter | None = None,
+    heartbeat_s: int = DEFAULT_HEARTBEAT_S,
 ) -> RunSummary:
     """Continues run `name` from what the archive holds, optionally with a new budget."""
+    return _stored_search(archive, name, budget, llm, reporter, heartbeat_s).drive()
+
+
+# -- many workers and finalization ----------------------------------------------------------------
+
+
+def run_worker(
+    archive: Archive,
+    config: RunConfig,
+    *,
+    llm: ChatModel | None = None,
+    reporter: Reporter | None = None,
+    heartbeat_s: int = DEFAULT_HEARTBEAT_S,
+) -> RunSummary:
+    """Joins run `config.name` as one more worker, starting the run if it does not exist yet.
+
+    A run that exists keeps its stored config (its split, space and budget); `config` only
+    starts a new one. Workers stop when the run's budget is spent; the last one to stop confirms
+    the winners on holdout.
+    """
+    try:
+        archive.get_run(config.name)
+    except ArchiveError:
+        try:
+            _create_run(archive, config, llm=llm)
+        except ArchiveError:
+            archive.get_run(config.name)  # another worker created it meanwhile; else re-raise
+    return _stored_search(archive, config.name, None, llm, reporter, heartbeat_s).drive()
+
+
+def finalize_run(
+    archive: Archive,
+    name: str,
+    *,
+    top: int | None = None,
+    llm: ChatModel | None = None,
+    reporter: Reporter | None = None,
+) -> tuple[EvaluationRecord, ...]:
+    """Confirms a run's `top` agents (default: its `confirm_top`), chosen on search scores, on
+    holdout. Idempotent and resumable: confirmations already archived are reused, not paid again.
+    """
+    search = _stored_search(archive, name, None, llm, reporter, DEFAULT_HEARTBEAT_S)
+    if top is not None:
+        if top < 1:
+            raise AgentDesignError(f"top must be at least 1, got {top}")
+        search.config = replace(search.config, confirm_top=top)
+    return search.finalize()
+
+
+def _stored_search(
+    archive: Archive,
+    name: str,
+    budget: Budget | None,
+    llm: ChatModel | None,
+    reporter: Reporter | None,
+    heartbeat_s: int,
+) -> _Search:
     run = archive.get_run(name)
     config = RunConfig.from_dict(run.config)
     if budget is not None:
         config = RunConfig.from_dict({**config.to_dict(), "budget": asdict(budget)})
     benchmark = get_benchmark(config.benchmark)
-    return _Search(archive, run, config, config.space(), benchmark, llm, reporter).drive()
+    return _Search(archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s)
 
 
 class _Search:
@@ -200,6 +296,7 @@ class _Search:
         benchmark: Benchmark,
         llm: ChatModel | None,
         reporter: Reporter | None,
+        heartbeat_s: int,
     ) -> None:
         self.archive = archive
         self.run = run
@@ -212,13 +309,23 @@ class _Search:
         self.search_tasks = benchmark.tasks_by_ids(run.search_task_ids)
         self.holdout_tasks = benchmark.tasks_by_ids(run.holdout_task_ids)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        # optuna warns that heartbeats are meant for Study.optimize; ask-and-tell beats by itself.
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        self.heartbeat_s = heartbeat_s
+        self.storage = archive.study_storage(
+            heartbeat_interval=heartbeat_s,
+            grace_period=heartbeat_s * _GRACE_BEATS,
+            stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(),
+        )
         self.study = optuna.create_study(
             study_name=study_name(run.name),
-            storage=archive.url,
+            storage=self.storage,
             sampler=make_sampler(config.strategy, seed=config.seed),
             direction="maximize",
             load_if_exists=True,
         )
+        self._own_trials: set[int] = set()
         self._clock = time.monotonic()
 
     # -- budget --
@@ -247,12 +354,24 @@ class _Search:
         self.archive.update_run(self.run.name, status="running")
         self.reporter.run_started(self.run)
         reason = None
+        holdout: tuple[EvaluationRecord, ...] = ()
         try:
             repeats = 0
             while (reason := self._stop_reason()) is None:
                 agents_before = self.archive.run_totals(self.run.name).n_complete
-                trial, spec = self._next_trial()
-                evaluation = self._evaluate(spec, self.search_tasks, "search", trial.number)
+                work = self._next_work()
+                if work is None:
+                    if self.archive.single_writer:
+                        reason = "every agent of the budget is taken by an unfinished evaluation"
+                        break
+                    time.sleep(self.heartbeat_s)  # other workers hold the last agents: wait
+                    continue
+                trial, spec = work
+                with self._trial_heartbeat(trial):
+                    if not self._admit(trial, spec):  # another worker took the last agent
+                        self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+                        continue
+                    evaluation = self._evaluate(spec, self.search_tasks, "search", trial.number)
                 if evaluation is None:
                     reason = self._stop_reason() or "stopped"
                     break
@@ -262,10 +381,10 @@ class _Search:
                 if repeats >= _MAX_REPEATS:
                     reason = "the strategy keeps proposing designs this run already evaluated"
                     break
-            holdout = self._confirm_on_holdout()
+            self._wait_for_other_workers()
+            holdout = self.finalize()
         finally:
             self._charge_time()
-        self.run = self.archive.update_run(self.run.name, status="finished")
         totals = self.archive.run_totals(self.run.name)
         return RunSummary(
             run=self.run,
@@ -277,20 +396,84 @@ class _Search:
             holdout=holdout,
         )
 
-    def _next_trial(self) -> tuple[optuna.trial.FrozenTrial | optuna.Trial, AgentSpec]:
-        """The trial left running by a killed process, if any, else a new one from the sampler."""
-        for stale in self.study.get_trials(
-            deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
-        ):
-            spec_json = stale.user_attrs.get("spec")
-            if spec_json is None:  # killed between ask and recording the spec: nothing to finish
-                self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
-                continue
-            return stale, AgentSpec.from_json(spec_json)
+    def finalize(self) -> tuple[EvaluationRecord, ...]:
+        """Confirms the top agents on holdout and marks the run finished."""
+        holdout = self._confirm_on_holdout()
+        self._charge_time()
+        self.run = self.archive.update_run(self.run.name, status="finished")
+        return holdout
+
+    # -- workers: trials, heartbeats and the shared agent budget --
+
+    def _next_work(self) -> tuple[optuna.Trial, AgentSpec] | None:
+        """A trial and its design: a dead worker's trial queued again, else a new one; None while
+        every agent the budget allows is taken and no trial waits to be retried."""
+        self._reclaim_stale_trials()
+        max_agents = self.config.budget.max_agents
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        n_agents = self.archive.run_totals(self.run.name).n_agents
+        if not waiting and max_agents is not None and n_agents >= max_agents:
+            return None
         trial = self.study.ask()
-        spec = self.space.suggest(trial)
+        self._own_trials.add(trial.number)
+        self.storage.record_heartbeat(trial._trial_id)
+        spec = self.space.suggest(trial)  # a retried trial has its parameters fixed: same design
         trial.set_user_attr("spec", spec.to_json())
         return trial, spec
+
+    def _reclaim_stale_trials(self) -> None:
+        """Fails the trials of dead workers and queues each again (as a WAITING trial).
+
+        On PostgreSQL a trial is dead once its heartbeat is older than the grace period. A SQLite
+        archive has one writing process, this one, so any trial it does not hold is dead.
+        """
+        if not self.archive.single_writer:
+            optuna.storages.fail_stale_trials(self.study)
+            return
+        retry = self.storage.get_heartbeat_stale_trial_callback()
+        assert retry is not None
+        for stale in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
+            if stale.number not in self._own_trials:
+                self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
+                retry(self.study, stale)
+
+    def _wait_for_other_workers(self) -> None:
+        """Waits until no other live worker holds a trial of this run, so that the holdout
+        confirmation ranks the final leaderboard; a dead worker's trial stops counting once its
+        heartbeat is stale. Every worker then confirms; the leases make them share the work."""
+        if self.archive.single_writer:
+            return
+        while True:
+            optuna.storages.fail_stale_trials(self.study)
+            running = self.study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+            )
+            if all(t.number in self._own_trials for t in running):
+                return
+            time.sleep(self.heartbeat_s)
+
+    @contextmanager
+    def _trial_heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
+        beat = lambda: self.storage.record_heartbeat(trial._trial_id)  # noqa: E731
+        with Heartbeat(interval_s=self.heartbeat_s, beat=beat):
+            yield
+
+    def _admit(self, trial: optuna.Trial, spec: AgentSpec) -> bool:
+        """Reserves one of the run's agents for `spec` (or finds it holds one already)."""
+        self.archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
+        evaluation = self.archive.get_or_create_evaluation(
+            agent_hash=spec.spec_hash,
+            benchmark=self.benchmark.name,
+            task_ids=[t.id for t in self.search_tasks],
+            split="search",
+        )
+        return self.archive.add_run_entry(
+            run_name=self.run.name,
+            agent_hash=spec.spec_hash,
+            evaluation_id=evaluation.id,
+            trial_number=trial.number,
+            max_agents=self.config.budget.max_agents,
+        )
 
     def _evaluate(
         self, spec: AgentSpec, tasks: Sequence[Any], split: str, trial_number: int | None
@@ -333,6 +516,7 @@ class _Search:
             on_start=started,
             on_result=recorded,
             should_stop=lambda: split == "search" and self._stop_reason() is not None,
+            lease_s=self.heartbeat_s * _GRACE_BEATS,
         )
         if evaluation is not None and ran:
             self.reporter.agent_finished(spec, evaluation, split)

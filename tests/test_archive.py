@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import create_engine, event, inspect, make_url, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import create_engine, event, inspect, text
 
 from agentdesign.archive import (
     AgentRecord,
@@ -27,66 +24,15 @@ from agentdesign.archive import (
     EvaluationRecord,
     RunTotals,
 )
+from agentdesign.archive._tables import SCHEMA_VERSION
 from agentdesign.components._errors import AgentDesignError
 from agentdesign.evaluators import TaskOutcome
 
-POSTGRES_URL = os.environ.get(
-    "AGENTDESIGN_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
-)
 TASKS = ("t1", "t2", "t3")
 HOLDOUT = ("h1", "h2")
 SPEC = {"model": "fake", "prompt": "plain", "params": {"temperature": 0.0}}
 
 _T = TypeVar("_T")
-
-
-@pytest.fixture(scope="session")
-def postgres_schema() -> Iterator[Callable[[], str]]:
-    """Makes the URL of a fresh, empty schema per call; drops them all at the end, in one go."""
-    engine = create_engine(POSTGRES_URL)
-    try:
-        with engine.connect():
-            pass
-    except OperationalError as err:
-        engine.dispose()
-        reason = str(err.orig).strip().splitlines()[0]
-        message = (
-            f"PostgreSQL at {make_url(POSTGRES_URL)!s} is unreachable ({reason}); point "
-            "AGENTDESIGN_TEST_POSTGRES_URL at a server (a SQLAlchemy URL) to run these tests"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    schemas: list[str] = []
-
-    def new_schema() -> str:
-        schema = f"test_archive_{uuid.uuid4().hex[:12]}"
-        with engine.begin() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        schemas.append(schema)
-        url = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-        return url.render_as_string(hide_password=False)
-
-    yield new_schema
-    with engine.begin() as conn:
-        for schema in schemas:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-    engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database: a SQLite file, or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'archive.db'}"
-    new_schema: Callable[[], str] = request.getfixturevalue("postgres_schema")
-    return new_schema()
-
-
-@pytest.fixture
-def archive(archive_url: str) -> Iterator[Archive]:
-    with Archive(archive_url) as opened:
-        yield opened
 
 
 def _result(task_id: str, score: float = 1.0, **changes: Any) -> TaskOutcome:
@@ -178,6 +124,7 @@ def test_new_archive_has_meta_and_prefixed_tables(archive: Archive) -> None:
             meta = {
                 key: value for key, value in conn.execute(text("SELECT key, value FROM ad_meta"))
             }
+            revision = conn.execute(text("SELECT version_num FROM ad_alembic_version")).scalar()
     finally:
         engine.dispose()
     assert tables == {
@@ -187,8 +134,10 @@ def test_new_archive_has_meta_and_prefixed_tables(archive: Archive) -> None:
         "ad_evaluation",
         "ad_task_result",
         "ad_run_entry",
+        "ad_alembic_version",
     }
-    assert meta == {"schema_version": "1", "created_by": "agentdesign"}
+    assert meta == {"schema_version": str(SCHEMA_VERSION), "created_by": "agentdesign"}
+    assert revision == f"{SCHEMA_VERSION:04d}"
 
 
 def test_reopened_archive_finds_everything(archive_url: str) -> None:
@@ -257,7 +206,10 @@ def test_newer_schema_is_refused(archive_url: str) -> None:
     Archive(archive_url).close()
     engine = create_engine(archive_url)
     with engine.begin() as conn:
-        conn.execute(text("UPDATE ad_meta SET value = '2' WHERE key = 'schema_version'"))
+        conn.execute(
+            text("UPDATE ad_meta SET value = :v WHERE key = 'schema_version'"),
+            {"v": str(SCHEMA_VERSION + 1)},
+        )
     engine.dispose()
     with pytest.raises(ArchiveError, match="newer"):
         Archive(archive_url)

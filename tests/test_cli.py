@@ -214,3 +214,56 @@ def _task_rows(db: Path) -> dict[tuple[int, str], tuple[object, ...]]:
             "SELECT evaluation_id, task_id, output, score, created_at FROM ad_task_result"
         ).fetchall()
     return {(r[0], r[1]): tuple(r[2:]) for r in rows}
+
+
+def test_finalize_show_lineage_pareto_export_and_report(tmp_path: Path) -> None:
+    db = make_archive_with_a_run(tmp_path)
+    before = _count(db, "ad_task_result")
+    finalized = agentdesign("finalize", "kept", "--top", "2", "--storage", str(db), cwd=tmp_path)
+    assert finalized.returncode == 0, finalized.stderr
+    assert "holdout (95% CI)" in finalized.stdout and "gap" in finalized.stdout
+    paid = _count(db, "ad_task_result") - before
+    again = agentdesign("finalize", "kept", "--top", "2", "--storage", str(db), cwd=tmp_path)
+    assert again.returncode == 0 and _count(db, "ad_task_result") - before == paid  # idempotent
+    lineage = agentdesign("show", "--lineage", "--storage", str(db), cwd=tmp_path)
+    assert lineage.returncode == 0 and "lineage of" in lineage.stdout
+    exported = agentdesign("export", "--pareto", "--storage", str(db), "--out", "p", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    from agentdesign.archive import Archive
+
+    with Archive(str(db)) as archive:
+        front = {row.agent_hash[:10] for row in archive.pareto(run_name="kept")}
+    written = {p.stem.removeprefix("agent_") for p in (tmp_path / "p").iterdir()}
+    assert front and written == front and len(list((tmp_path / "p").iterdir())) == 2 * len(front)
+    assert "agentdesign evaluate" in exported.stdout
+    report = agentdesign("report", "kept", "-o", "r.html", "--storage", str(db), cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert (
+        "<svg" in page
+        and "Holdout confirmation" in page
+        and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    )  # no CDN or other network resource
+    assert_one_line_error(
+        agentdesign("evaluate", "missing.json", "--storage", str(db), cwd=tmp_path), "missing.json"
+    )
+    assert_one_line_error(
+        agentdesign("show", "--lineage", "zzzz", "--storage", str(db), cwd=tmp_path), "zzzz"
+    )
+
+
+@pytest.mark.embedded
+def test_evaluate_an_exported_spec_on_smollm2(tmp_path: Path) -> None:
+    reasoning = {"name": "direct", "params": {"max_tokens": 16}}
+    spec = {"model": "embedded/smollm2-135m", "components": {"reasoning": reasoning}}
+    (tmp_path / "spec.json").write_text(__import__("json").dumps(spec))
+    args = ["evaluate", "spec.json", "--benchmark", "gsm8k", "--items", "1", "--storage", "e.db"]
+    result = agentdesign(*args, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "score" in result.stdout
+        and "95% CI" in result.stdout
+        and "holdout (1 items)" in result.stdout
+    )
+    again = agentdesign(*args, cwd=tmp_path, timeout=600)  # reused from the archive, not paid again
+    assert again.returncode == 0 and _count(tmp_path / "e.db", "ad_task_result") == 1

@@ -1,0 +1,180 @@
+"""Many workers on one archive, and crash safety, with real processes and SIGKILL.
+
+The fake model answers after a fixed latency, so the workers overlap as real ones do. Each worker
+logs every task it ran and committed; no (agent, split, task) may appear twice across them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentdesign.archive import Archive
+
+_WORKER = """
+import json, sys
+from agentdesign.archive import Archive
+from agentdesign.components import FakeChatModel
+from agentdesign.search._loop import Budget, RunConfig, resume_search, run_worker
+from agentdesign.search._space import space_from_option
+
+url, name, log_path, mode = sys.argv[1:5]
+
+
+class Log:
+    '''Writes each committed task as (agent, split, task) to this worker's log.'''
+
+    def __init__(self) -> None:
+        self.agent = self.split = ""
+        self.file = open(log_path, "a", buffering=1)
+
+    def agent_started(self, spec, n_tasks, n_done, split) -> None:
+        self.agent, self.split = spec.spec_hash, split
+
+    def task_finished(self, outcome) -> None:
+        self.file.write(json.dumps([self.agent, self.split, outcome.task_id]) + "\\n")
+
+    def agent_finished(self, spec, evaluation, split) -> None:
+        pass
+
+
+llm = FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3", latency_s=0.05)
+quick = space_from_option("quick")
+config = RunConfig(
+    name=name, model="fake/model", strategy="random", budget=Budget(max_agents=4),
+    n_search=3, n_holdout=2, confirm_top=2,
+    choices=quick.get("choices", {}), limits=quick.get("limits", {}),
+)
+with Archive(url) as archive:
+    if mode == "resume":
+        try:
+            archive.get_run(name)
+        except Exception:
+            run_worker(archive, config, llm=llm, reporter=Log(), heartbeat_s=1)
+        else:
+            resume_search(archive, name, llm=llm, reporter=Log(), heartbeat_s=1)
+    else:
+        run_worker(archive, config, llm=llm, reporter=Log(), heartbeat_s=1)
+"""
+
+
+def _start(url: str, log: Path, mode: str = "worker") -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _WORKER, url, "shared", str(log), mode],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _logged(logs: list[Path]) -> Counter[tuple[str, str, str]]:
+    runs: Counter[tuple[str, str, str]] = Counter()
+    for log in logs:
+        if log.exists():
+            runs.update(tuple(json.loads(line)) for line in log.read_text().splitlines() if line)
+    return runs
+
+
+def _check_run(url: str, logs: list[Path]) -> None:
+    """The run finished within its budget, with every committed task run exactly once."""
+    twice = [key for key, n in _logged(logs).items() if n > 1]
+    assert not twice, f"tasks run twice: {twice}"
+    with Archive(url) as archive:
+        totals = archive.run_totals("shared")
+        assert totals.n_complete == 4 and totals.n_agents == 4  # budget met, not exceeded
+        board = archive.leaderboard(run_name="shared", limit=100)
+        assert len(board) == 4
+        holdout = archive.leaderboard(run_name="shared", split="holdout")
+        assert [r.agent_hash for r in holdout] == [r.agent_hash for r in board[:2]] or (
+            {r.mean for r in board[:3]} == {board[0].mean}  # ties may rank either way
+        )
+        assert len(holdout) == 2
+        assert archive.get_run("shared").status == "finished"
+        for row in board:  # every committed result of every search evaluation is in the logs
+            assert len(archive.task_results(row.evaluation_id)) == 3
+
+
+def _wait(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+@pytest.mark.postgres
+def test_three_workers_share_a_run_on_postgresql(
+    postgres_schema: Callable[[], str], tmp_path: Path
+) -> None:
+    url = postgres_schema()
+    logs = [tmp_path / f"worker{i}.log" for i in range(3)]
+    workers = [_start(url, log) for log in logs]
+    for worker in workers:
+        _, err = worker.communicate(timeout=240)
+        assert worker.returncode == 0, err
+    _check_run(url, logs)
+    assert sum(1 for log in logs if log.exists() and log.read_text()) >= 2  # work was shared
+
+
+@pytest.mark.postgres
+def test_a_killed_worker_is_taken_over_by_heartbeat(
+    postgres_schema: Callable[[], str], tmp_path: Path
+) -> None:
+    url = postgres_schema()
+    logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+    victim = _start(url, logs[0])
+    _wait(lambda: logs[0].exists() and len(logs[0].read_text().splitlines()) >= 2, 120)
+    survivor = _start(url, logs[1])
+    time.sleep(0.3)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    committed = _logged(logs[:1])
+    _, err = survivor.communicate(timeout=240)
+    assert survivor.returncode == 0, err
+    _check_run(url, logs)
+    assert committed  # the victim's work was kept and not redone (no duplicates above)
+
+
+def test_sigkill_at_random_moments_then_resume_on_sqlite(tmp_path: Path) -> None:
+    db = tmp_path / "crash.db"
+    url = f"sqlite:///{db}"
+    logs: list[Path] = []
+    rng = random.Random(7)
+    for attempt in range(3):
+        before = _rows(db)
+        logs.append(tmp_path / f"attempt{attempt}.log")
+        proc = _start(url, logs[-1], mode="resume")
+        n_before = len(before)
+        _wait(lambda p=proc, n=n_before: p.poll() is not None or len(_rows(db)) > n, 120)
+        time.sleep(rng.uniform(0.0, 0.6))  # somewhere inside the next tasks
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        after = _rows(db)
+        assert all(after[key] == row for key, row in before.items())  # nothing lost or changed
+    logs.append(tmp_path / "final.log")
+    final = _start(url, logs[-1], mode="resume")
+    _, err = final.communicate(timeout=240)
+    assert final.returncode == 0, err
+    _check_run(url, logs)
+
+
+def _rows(db: Path) -> dict[tuple[int, str], tuple[object, ...]]:
+    if not db.exists():
+        return {}
+    try:
+        with sqlite3.connect(db, timeout=10) as conn:
+            rows = conn.execute(
+                "SELECT evaluation_id, task_id, output, score, created_at FROM ad_task_result"
+            ).fetchall()
+    except sqlite3.OperationalError:  # the tables are not made yet
+        return {}
+    return {(r[0], r[1]): tuple(r[2:]) for r in rows}
