@@ -31,13 +31,15 @@ def evaluate_agent(
     on_start: Callable[[EvaluationRecord, int], None] | None = None,
     on_result: Callable[[TaskOutcome], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    timeout_s: float | None = None,
 ) -> EvaluationRecord | None:
     """Scores `spec` on `tasks`, reusing every result the archive already holds for them.
 
     `on_start` gets the evaluation (before any task runs) and how many tasks are already done;
     `on_result` gets each new outcome after it is committed. Returns the finished evaluation, with
     its mean and bootstrap interval, or None when `should_stop` ended it part-way: the partial
-    evaluation stays in the archive, marked running, and the next call completes it.
+    evaluation stays in the archive, marked running, and the next call completes it. `timeout_s`
+    limits each task (see `evaluate_tasks`); a timed-out task is recorded and not run again.
     """
     archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
     evaluation = archive.get_or_create_evaluation(
@@ -68,6 +70,7 @@ def evaluate_agent(
         done=done.keys(),
         concurrency=concurrency,
         should_stop=should_stop,
+        timeout_s=timeout_s,
     )
     results = archive.task_results(evaluation.id)
     if len(results) < len(tasks):

@@ -14,6 +14,14 @@ from agentdesign.evaluators._benchmark import (
     make_split,
     register_benchmark,
 )
+from agentdesign.evaluators._bfcl import (
+    BFCL,
+    BFCLIrrelevance,
+    BFCLMultiple,
+    BFCLSimple,
+    check_call,
+    parse_calls,
+)
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
 from agentdesign.evaluators._humaneval import HumanEval
 from agentdesign.evaluators._runner import (
@@ -31,7 +39,11 @@ from agentdesign.evaluators._stats import (
 )
 
 __all__ = [
+    "BFCL",
     "GSM8K",
+    "BFCLIrrelevance",
+    "BFCLMultiple",
+    "BFCLSimple",
     "Benchmark",
     "BenchmarkError",
     "HumanEval",
@@ -43,6 +55,7 @@ __all__ = [
     "TaskOutcome",
     "available_benchmarks",
     "bootstrap_ci",
+    "check_call",
     "evaluate_tasks",
     "examples_from_tasks",
     "extract_final_number",
@@ -50,6 +63,7 @@ __all__ = [
     "load_jsonl",
     "make_split",
     "paired_difference",
+    "parse_calls",
     "register_benchmark",
     "run_task",
     "summarize",
