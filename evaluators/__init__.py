@@ -22,6 +22,7 @@ from agentdesign.evaluators._bfcl import (
     check_call,
     parse_calls,
 )
+from agentdesign.evaluators._custom import FileBenchmark, open_file_benchmark
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
 from agentdesign.evaluators._humaneval import HumanEval
 from agentdesign.evaluators._runner import (
@@ -46,6 +47,7 @@ __all__ = [
     "BFCLSimple",
     "Benchmark",
     "BenchmarkError",
+    "FileBenchmark",
     "HumanEval",
     "PairedComparison",
     "Score",
@@ -62,6 +64,7 @@ __all__ = [
     "get_benchmark",
     "load_jsonl",
     "make_split",
+    "open_file_benchmark",
     "paired_difference",
     "parse_calls",
     "register_benchmark",

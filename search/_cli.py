@@ -160,7 +160,9 @@ def _show(archive: Archive, run_name: str, *, limit: int) -> None:
 @app.command()
 def run(
     name: Annotated[str | None, typer.Option(help="run name (default: run-<timestamp>)")] = None,
-    benchmark: Annotated[str, typer.Option(help="benchmark name")] = "gsm8k",
+    benchmark: Annotated[
+        str, typer.Option(help="benchmark name, or jsonl:PATH for your own data (.jsonl or .yaml)")
+    ] = "gsm8k",
     model: Annotated[
         str, typer.Option(help="litellm model string")
     ] = "embedded/qwen2.5-coder-1.5b",
@@ -283,7 +285,10 @@ def export(
 @app.command()
 def benchmarks() -> None:
     """List the benchmarks a run can use."""
-    table = Table(title="benchmarks")
+    table = Table(
+        title="benchmarks",
+        caption="or your own data: --benchmark jsonl:data.jsonl (settings in data.yaml beside it)",
+    )
     table.add_column("name")
     table.add_column("tasks", justify="right")
     table.add_column("description")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 import optuna
@@ -142,6 +142,9 @@ def run_search(
 ) -> RunSummary:
     """Starts a new run named `config.name` and searches until its budget is spent."""
     benchmark = get_benchmark(config.benchmark)
+    # Stored as the benchmark's reference (a data file's absolute path), so resume and export
+    # reopen the same benchmark from any directory.
+    config = replace(config, benchmark=benchmark.reference)
     space = config.space()  # validates the space before anything is written
     make_sampler(config.strategy, seed=config.seed)  # likewise the strategy name
     if llm is None:
