@@ -63,10 +63,10 @@ def run_task(
     with its tokens, cost, latency and error), so a result can be audited from the archive alone.
 
     With `timeout_s`, a task not finished after that many seconds is recorded as a "timeout" and
-    the caller moves on. Python cannot kill a thread, so the abandoned call goes on in a daemon
-    thread until the model answers: its tokens are not counted and its result is dropped, an
-    embedded model stays busy with it (the next task may wait for the model), and it never keeps
-    the process from exiting.
+    the caller moves on. Python cannot kill a thread, so the abandoned task goes on in a daemon
+    thread until its workflow ends (each call still bounded by the task budget): its tokens are
+    not counted and its result is dropped, an embedded model stays busy with it (the next task
+    may wait for the model), and it never keeps the process from exiting.
     """
     if timeout_s is None:
         return _run_and_score(agent, benchmark, task)
