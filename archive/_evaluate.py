@@ -34,13 +34,15 @@ def evaluate_agent(
     on_result: Callable[[TaskOutcome], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
     lease_s: float = 60.0,
+    timeout_s: float | None = None,
 ) -> EvaluationRecord | None:
     """Scores `spec` on `tasks`, reusing every result the archive already holds for them.
 
     `on_start` gets the evaluation (before any task runs) and how many tasks are already done;
     `on_result` gets each new outcome after it is committed. Returns the finished evaluation, with
     its mean and bootstrap interval, or None when `should_stop` ended it part-way: the partial
-    evaluation stays in the archive, marked running, and the next call completes it.
+    evaluation stays in the archive, marked running, and the next call completes it. `timeout_s`
+    limits each task (see `evaluate_tasks`); a timed-out task is recorded and not run again.
 
     Only the holder of the evaluation's lease runs its tasks, so processes that meet on the same
     agent never pay twice for a task: the others wait for its result. The holder renews the lease
@@ -84,6 +86,7 @@ def evaluate_agent(
                 on_start=on_start,
                 on_result=on_result,
                 should_stop=should_stop,
+                timeout_s=timeout_s,
             )
     finally:
         archive.release_evaluation(evaluation.id, owner=owner)
@@ -103,6 +106,7 @@ def _run_claimed(
     on_start: Callable[[EvaluationRecord, int], None] | None,
     on_result: Callable[[TaskOutcome], None] | None,
     should_stop: Callable[[], bool],
+    timeout_s: float | None,
 ) -> EvaluationRecord | None:
     """Runs the tasks of an evaluation whose lease this process holds."""
     done = archive.task_results(evaluation.id)
@@ -123,6 +127,7 @@ def _run_claimed(
         done=done.keys(),
         concurrency=concurrency,
         should_stop=should_stop,
+        timeout_s=timeout_s,
     )
     results = archive.task_results(evaluation.id)
     if len(results) < len(tasks):

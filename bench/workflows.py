@@ -15,9 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentdesign.archive import Archive, EvaluationRecord, evaluate_agent
-from agentdesign.components import REGISTRY, AgentSpec, default_chat_model, parse_spec
-from agentdesign.evaluators import TaskOutcome, examples_from_tasks, get_benchmark, make_split
+from _common import evaluate, markdown_table, measures, search_tasks
+
+from agentdesign.archive import Archive
+from agentdesign.components import REGISTRY, default_chat_model, parse_spec
+from agentdesign.evaluators import get_benchmark
 
 # Cheapest first, so an interrupted sitting has measured the most workflows.
 ORDER = (
@@ -44,51 +46,17 @@ def main() -> None:
     if unknown:
         sys.exit(f"error: unknown workflow(s) {', '.join(unknown)}")
     benchmark = get_benchmark("gsm8k")
-    split = make_split([t.id for t in benchmark.tasks()], seed=0, n_search=args.items, n_holdout=0)
-    tasks = benchmark.tasks_by_ids(split.search_ids)
-    examples = examples_from_tasks(benchmark.train_examples())
+    tasks = search_tasks(benchmark, args.items)
     llm = default_chat_model(cache=False)
     rows = []
     with Archive(f"sqlite:///{args.archive}") as archive:
         for workflow in args.workflows:
             spec = parse_spec({"model": args.model, "components": {"workflow": {"name": workflow}}})
-            evaluation = evaluate_agent(
-                archive,
-                spec,
-                benchmark,
-                tasks,
-                llm=llm,
-                split="search",
-                train_examples=examples,
-                on_start=lambda e, n, w=workflow: print(
-                    f"{w}: {n}/{len(tasks)} done", file=sys.stderr, flush=True
-                ),
-                on_result=lambda o, w=workflow: print(
-                    f"  {w} {o.task_id} score={o.score} {o.latency_s:.0f}s",
-                    file=sys.stderr,
-                    flush=True,
-                ),
+            evaluation, results = evaluate(archive, spec, benchmark, tasks, llm=llm, label=workflow)
+            rows.append(
+                {"workflow": workflow, **measures(evaluation, results), "agent": spec.spec_hash[:8]}
             )
-            assert evaluation is not None  # nothing stops it part-way
-            rows.append((workflow, spec, evaluation, archive.task_results(evaluation.id)))
-    print(table(rows))
-
-
-def table(rows: list[tuple[str, AgentSpec, EvaluationRecord, dict[str, TaskOutcome]]]) -> str:
-    lines = [
-        "| workflow | score [95% CI] | tokens/item | calls/item | s/item | errors | agent |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for workflow, spec, ev, results in rows:
-        n = len(results)
-        calls = sum(len(o.details.get("trace", [])) for o in results.values())
-        errors = sum(o.error_kind is not None for o in results.values())
-        lines.append(
-            f"| {workflow} | {ev.mean:.2f} [{ev.ci_low:.2f}, {ev.ci_high:.2f}] "
-            f"| {(ev.prompt_tokens + ev.completion_tokens) / n:,.0f} | {calls / n:.1f} "
-            f"| {ev.wall_s / n:.1f} | {errors} | {spec.spec_hash[:8]} |"
-        )
-    return "\n".join(lines)
+    print(markdown_table(rows, right=("tokens/item", "calls/item", "s/item", "errors")))
 
 
 if __name__ == "__main__":

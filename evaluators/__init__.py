@@ -14,6 +14,15 @@ from agentdesign.evaluators._benchmark import (
     make_split,
     register_benchmark,
 )
+from agentdesign.evaluators._bfcl import (
+    BFCL,
+    BFCLIrrelevance,
+    BFCLMultiple,
+    BFCLSimple,
+    check_call,
+    parse_calls,
+)
+from agentdesign.evaluators._custom import FileBenchmark, open_file_benchmark
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
 from agentdesign.evaluators._humaneval import HumanEval
 from agentdesign.evaluators._runner import (
@@ -31,9 +40,14 @@ from agentdesign.evaluators._stats import (
 )
 
 __all__ = [
+    "BFCL",
     "GSM8K",
+    "BFCLIrrelevance",
+    "BFCLMultiple",
+    "BFCLSimple",
     "Benchmark",
     "BenchmarkError",
+    "FileBenchmark",
     "HumanEval",
     "PairedComparison",
     "Score",
@@ -43,13 +57,16 @@ __all__ = [
     "TaskOutcome",
     "available_benchmarks",
     "bootstrap_ci",
+    "check_call",
     "evaluate_tasks",
     "examples_from_tasks",
     "extract_final_number",
     "get_benchmark",
     "load_jsonl",
     "make_split",
+    "open_file_benchmark",
     "paired_difference",
+    "parse_calls",
     "register_benchmark",
     "run_task",
     "summarize",

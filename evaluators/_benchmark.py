@@ -36,7 +36,13 @@ __all__ = [
 
 # Modules whose import registers the built-in benchmarks; imported on first registry lookup so the
 # registry is complete whichever module the caller happened to import first.
-_BUILTIN_MODULES = ("agentdesign.evaluators._gsm8k", "agentdesign.evaluators._humaneval")
+_BUILTIN_MODULES = (
+    "agentdesign.evaluators._gsm8k",
+    "agentdesign.evaluators._humaneval",
+    "agentdesign.evaluators._bfcl",
+)
+# `get_benchmark("jsonl:PATH")` opens a user's data file (evaluators/_custom.py) instead.
+FILE_PREFIX = "jsonl:"
 
 
 # mypy run on files (not `-p agentdesign`) cannot resolve `agentdesign.*` under the package-dir
@@ -58,10 +64,15 @@ class Task:
 
 @dataclass(frozen=True)
 class Score:
-    """How good one prediction is, in [0, 1], with what the scorer saw, for the archive."""
+    """How good one prediction is, in [0, 1], with what the scorer saw, for the archive.
+
+    `error_kind` says why a prediction could not be judged on its merits: "parse" (no answer in
+    the expected form) or "sandbox" (its code was killed by the sandbox); the runner records it.
+    """
 
     value: float
     details: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    error_kind: str | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.value <= 1.0:  # also rejects NaN
@@ -128,6 +139,11 @@ class Benchmark(abc.ABC):
     def score(self, task: Task, prediction: str) -> Score:
         """Scores an agent's final output for `task`."""
 
+    @property
+    def reference(self) -> str:
+        """What `get_benchmark` needs to open this benchmark again from anywhere (runs store it)."""
+        return self.name
+
     def task(self, task_id: str) -> Task:
         """The pool task with this id."""
         found = self._tasks_by_id.get(task_id)
@@ -179,14 +195,24 @@ def register_benchmark(cls: B) -> B:
 
 
 def get_benchmark(name: str) -> Benchmark:
-    """The benchmark registered under `name`; one instance per process, so data loads once."""
+    """The benchmark registered under `name`, or a user's data file as "jsonl:PATH".
+
+    One instance per process, so data loads once.
+    """
     _import_builtins()
     instance = _INSTANCES.get(name)
+    if instance is None and name.startswith(FILE_PREFIX):
+        from agentdesign.evaluators._custom import open_file_benchmark
+
+        instance = _INSTANCES[name] = open_file_benchmark(name.removeprefix(FILE_PREFIX))
     if instance is None:
         cls = _REGISTRY.get(name)
         if cls is None:
             available = ", ".join(sorted(_REGISTRY))
-            raise BenchmarkError(f"unknown benchmark {name!r} (available: {available})")
+            raise BenchmarkError(
+                f"unknown benchmark {name!r} (available: {available}; "
+                f"or {FILE_PREFIX}PATH for your own data)"
+            )
         instance = _INSTANCES[name] = cls()
     return instance
 

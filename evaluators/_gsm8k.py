@@ -197,6 +197,8 @@ class GSM8K(Benchmark):  # type: ignore[misc, unused-ignore]  # see BenchmarkErr
             raise BenchmarkError(f"task {task.id!r} has a non-numeric gold answer {task.answer!r}")
         predicted = extract_final_number(prediction)
         if predicted is None:
-            return Score(0.0, {"prediction": None, "gold": gold, "error": "no_number"})
+            return Score(
+                0.0, {"prediction": None, "gold": gold, "error": "no_number"}, error_kind="parse"
+            )
         correct = abs(Decimal(predicted) - Decimal(gold)) < _TOLERANCE
         return Score(1.0 if correct else 0.0, {"prediction": predicted, "gold": gold})

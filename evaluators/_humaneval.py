@@ -37,6 +37,8 @@ __all__ = ["HumanEval", "build_program", "extract_code", "load_humaneval_tasks"]
 # The authors' default timeout is 3 s; ours also covers interpreter start-up on a busy machine.
 _LIMITS = SandboxLimits(wall_s=10.0, memory_mb=512, cpu_s=10.0)
 _STDERR_TAIL = 1000
+# Sandbox endings that stopped the code rather than judged it ("error" is a failing test).
+_KILLED = frozenset({"timeout", "memory", "violation"})
 
 _INSTRUCTION = (
     "Complete the following Python function. Reply with the complete function (its signature "
@@ -223,7 +225,7 @@ class HumanEval(Benchmark):  # type: ignore[misc, unused-ignore]  # see Benchmar
             return Score(0.0, {"error": "empty"})
         code = extract_code(prediction, task.metadata["entry_point"])
         if not code.strip():
-            return Score(0.0, {"error": "no_code"})
+            return Score(0.0, {"error": "no_code"}, error_kind="parse")
         program, mode = build_program(task, code)
         result = run_python(program, limits=self.limits)
         details: dict[str, Any] = {
@@ -234,4 +236,5 @@ class HumanEval(Benchmark):  # type: ignore[misc, unused-ignore]  # see Benchmar
         if not result.ok:
             details["detail"] = result.detail
             details["stderr"] = result.stderr[-_STDERR_TAIL:]
-        return Score(1.0 if result.ok else 0.0, details)
+        killed = result.kind in _KILLED
+        return Score(1.0 if result.ok else 0.0, details, error_kind="sandbox" if killed else None)

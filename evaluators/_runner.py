@@ -8,6 +8,7 @@ are never run again.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -22,7 +23,13 @@ __all__ = ["TaskOutcome", "evaluate_tasks", "examples_from_tasks", "run_task"]
 
 @dataclass(frozen=True)
 class TaskOutcome:
-    """One task's result: what the agent said, its score, what it cost, and any error."""
+    """One task's result: what the agent said, its score, what it cost, and any error.
+
+    `error_kind` is None for a task judged on its merits; otherwise it scores 0 (or what the scorer
+    gave) and says why: the agent's own kinds, "llm" (a model call failed for good), "budget" (the
+    task's call or token budget ran out) and "empty_output"; the runner's "timeout"; and the
+    scorer's "parse" (no answer in the expected form) and "sandbox" (code killed by the sandbox).
+    """
 
     task_id: str
     output: str
@@ -47,21 +54,64 @@ def examples_from_tasks(tasks: Sequence[Task]) -> list[Example]:
     ]
 
 
-def run_task(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
-    """Runs and scores one task; model failures and empty outputs score 0 and say why.
+def run_task(
+    agent: Agent, benchmark: Benchmark, task: Task, *, timeout_s: float | None = None
+) -> TaskOutcome:
+    """Runs and scores one task; failures score 0 and say why (see `TaskOutcome.error_kind`).
 
     The details keep the scorer's findings and the task's full trace (every model and tool call
     with its tokens, cost, latency and error), so a result can be audited from the archive alone.
+
+    With `timeout_s`, a task not finished after that many seconds is recorded as a "timeout" and
+    the caller moves on. Python cannot kill a thread, so the abandoned task goes on in a daemon
+    thread until its workflow ends (each call still bounded by the task budget): its tokens are
+    not counted and its result is dropped, an embedded model stays busy with it (the next task
+    may wait for the model), and it never keeps the process from exiting.
     """
+    if timeout_s is None:
+        return _run_and_score(agent, benchmark, task)
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    started = time.perf_counter()
+    future: Future[TaskOutcome] = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(_run_and_score(agent, benchmark, task))
+        except BaseException as exc:  # handed to the waiting thread, which re-raises it
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name=f"task {task.id}", daemon=True).start()
+    if not wait([future], timeout=timeout_s).done:
+        return TaskOutcome(
+            task_id=task.id,
+            output="",
+            answer="",
+            score=0.0,
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost=0.0,
+            latency_s=time.perf_counter() - started,
+            error_kind="timeout",
+            error=f"no result after {timeout_s:g} s",
+            details={"error": "timeout"},
+        )
+    return future.result()
+
+
+def _run_and_score(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
     started = time.perf_counter()
     result = agent.run(task.question)
     latency = time.perf_counter() - started
     details: dict[str, Any]
+    error_kind: str | None
     if result.error_kind is not None:
         score, details = 0.0, {"error": result.error_kind}
+        error_kind, error = result.error_kind, result.error
     else:
         scored = benchmark.score(task, result.output)
-        score, details = scored.value, dict(scored.details)
+        score, details, error_kind = scored.value, dict(scored.details), scored.error_kind
+        error = str(details.get("error", error_kind)) if error_kind is not None else None
     details["trace"] = [dataclasses.asdict(record) for record in result.trace]
     return TaskOutcome(
         task_id=task.id,
@@ -72,8 +122,8 @@ def run_task(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
         completion_tokens=result.completion_tokens,
         cost=result.cost,
         latency_s=latency,
-        error_kind=result.error_kind,
-        error=result.error,
+        error_kind=error_kind,
+        error=error,
         details=details,
     )
 
@@ -87,12 +137,17 @@ def evaluate_tasks(
     done: Collection[str] = (),
     concurrency: int = 1,
     should_stop: Callable[[], bool] = lambda: False,
+    timeout_s: float | None = None,
 ) -> list[TaskOutcome]:
     """Runs the tasks not in `done`, `concurrency` at a time, calling `on_result` for each.
 
     `on_result` runs in the calling thread, one outcome at a time, so it may write to a database
-    connection that is not thread-safe. `should_stop` is checked before each task starts (a budget
-    running out, or an early-stopping rule); tasks already started are finished and reported.
+    connection that is not thread-safe. It gets each outcome the moment its task finishes: in
+    task order when `concurrency` is 1, in finishing order otherwise. `should_stop` is checked
+    before each task starts, after `on_result` has seen every task finished so far, so an
+    early-stopping rule can judge an agent on its scores as they arrive (as can a budget running
+    out); tasks already started are finished and reported. `timeout_s` limits each task (see
+    `run_task`).
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
@@ -102,7 +157,8 @@ def evaluate_tasks(
         running: set[Future[TaskOutcome]] = set()
         while pending or running:
             while pending and len(running) < concurrency and not should_stop():
-                running.add(pool.submit(run_task, agent, benchmark, pending.pop(0)))
+                task = pending.pop(0)
+                running.add(pool.submit(run_task, agent, benchmark, task, timeout_s=timeout_s))
             if not running:
                 break
             finished, running = wait(running, return_when=FIRST_COMPLETED)

@@ -80,7 +80,9 @@ StorageOption = Annotated[
 
 
 # Options that `run` and `worker` share (a worker that starts a run takes the same settings).
-BenchmarkOption = Annotated[str, typer.Option(help="benchmark name")]
+BenchmarkOption = Annotated[
+    str, typer.Option(help="benchmark name, or jsonl:PATH for your own data (.jsonl or .yaml)")
+]
 ModelOption = Annotated[str, typer.Option(help="litellm model string")]
 StrategyOption = Annotated[str, typer.Option(help=f"one of {', '.join(STRATEGIES)}")]
 MaxAgentsOption = Annotated[int | None, typer.Option(help="stop after this many agents")]
@@ -624,7 +626,10 @@ def report(
 @app.command()
 def benchmarks() -> None:
     """List the benchmarks a run can use."""
-    table = Table(title="benchmarks")
+    table = Table(
+        title="benchmarks",
+        caption="or your own data: --benchmark jsonl:data.jsonl (settings in data.yaml beside it)",
+    )
     table.add_column("name")
     table.add_column("tasks", justify="right")
     table.add_column("description")

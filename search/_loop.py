@@ -176,6 +176,7 @@ def run_search(
 ) -> RunSummary:
     """Starts a new run named `config.name` and searches until its budget is spent."""
     run = _create_run(archive, config, llm=llm)
+    config = RunConfig.from_dict(run.config)  # as stored: the benchmark's reference
     benchmark = get_benchmark(config.benchmark)
     return _Search(
         archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s
@@ -185,6 +186,9 @@ def run_search(
 def _create_run(archive: Archive, config: RunConfig, *, llm: ChatModel | None) -> RunRecord:
     """Checks the config, then stores the run with its seeded split (nothing, if a check fails)."""
     benchmark = get_benchmark(config.benchmark)
+    # Stored as the benchmark's reference (a data file's absolute path), so resume and export
+    # reopen the same benchmark from any directory.
+    config = replace(config, benchmark=benchmark.reference)
     config.space()  # validates the space before anything is written
     make_sampler(config.strategy, seed=config.seed)  # likewise the strategy name
     if llm is None:

@@ -267,3 +267,78 @@ def test_evaluate_an_exported_spec_on_smollm2(tmp_path: Path) -> None:
     )
     again = agentdesign(*args, cwd=tmp_path, timeout=600)  # reused from the archive, not paid again
     assert again.returncode == 0 and _count(tmp_path / "e.db", "ad_task_result") == 1
+
+
+def _bfcl_or_capital(model: str, messages: object, temperature: float, seed: int | None) -> str:
+    """A fake model that answers BFCL's first task right and every question with Paris."""
+    return "Answer: [calculate_triangle_area(base=10, height=5)]\nAnswer: Paris"
+
+
+@pytest.mark.parametrize("benchmark", ["bfcl", "jsonl"])
+def test_run_and_resume_other_benchmarks_on_the_fake_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, benchmark: str
+) -> None:
+    """`run --benchmark bfcl` and `run --benchmark jsonl:FILE` (a relative path, resumed and
+    shown from another directory) work end to end; the fake model replaces litellm."""
+    from typer.testing import CliRunner
+
+    from agentdesign.components import FakeChatModel
+    from agentdesign.search import _cli, _loop
+
+    monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(_bfcl_or_capital))
+    monkeypatch.setattr(_cli, "console", _cli.Console(width=200))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "capitals.jsonl").write_text(
+        "".join(f'{{"question": "Capital number {i}?", "answer": "Paris"}}\n' for i in range(4))
+    )
+    monkeypatch.chdir(tmp_path / "data")
+    name = "bfcl" if benchmark == "bfcl" else "jsonl:capitals.jsonl"
+    db = str(tmp_path / "runs.db")
+    common = ["--storage", db]
+    runner = CliRunner()
+    result = runner.invoke(
+        _cli.app,
+        [
+            "run",
+            "--benchmark",
+            name,
+            "--name",
+            "r",
+            "--model",
+            "fake/model",
+            "--space",
+            "tiny",
+            "--max-agents",
+            "1",
+            "--n-search",
+            "3",
+            "--n-holdout",
+            "1",
+            *common,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    monkeypatch.chdir(tmp_path)
+    resumed = runner.invoke(_cli.app, ["resume", "r", "--max-agents", "2", *common])
+    assert resumed.exit_code == 0, resumed.output
+    shown = runner.invoke(_cli.app, ["show", "r", *common])
+    assert shown.exit_code == 0, shown.output
+    from agentdesign.archive import Archive
+
+    with Archive(db) as archive:
+        run = archive.get_run("r")
+        board = archive.leaderboard(run_name="r")
+    if benchmark == "bfcl":
+        assert run.benchmark == "bfcl" and all(i.startswith("bfcl/") for i in run.search_task_ids)
+    else:
+        assert run.benchmark == f"jsonl:{tmp_path / 'data' / 'capitals.jsonl'}"
+        assert [row.mean for row in board] == [1.0, 1.0]  # every capital is Paris
+    assert len(board) == 2 and f"{run.benchmark}, search split (3 items)" in shown.output
+
+
+def test_benchmark_listing_has_bfcl_and_mentions_own_data(tmp_path: Path) -> None:
+    benches = agentdesign("benchmarks", cwd=tmp_path)
+    assert benches.returncode == 0
+    for name in ("bfcl", "bfcl-simple", "bfcl-multiple", "bfcl-irrelevance", "humaneval"):
+        assert f"│ {name} " in benches.stdout
+    assert "jsonl:data.jsonl" in benches.stdout

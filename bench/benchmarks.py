@@ -1,0 +1,65 @@
+"""A chain-of-thought agent on each benchmark's search items: score, tokens, seconds, errors.
+
+    .venv/bin/python bench/benchmarks.py [--model embedded/qwen2.5-coder-1.5b] [--items 20]
+        [--benchmarks gsm8k humaneval ...] [--archive bench/results/benchmarks.sqlite]
+
+The agent is the default design with `cot` reasoning (single call); an interactive benchmark, any
+registered one beyond the single-turn set below, gets the ReAct workflow instead. Items are the
+seed-0 search split (no holdout). Evaluates through the engine's archive path, so a killed run
+resumes where it stopped; responses are not cached, so seconds are real model time on this machine.
+Prints a markdown table (the one in README "Measurements").
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from _common import evaluate, markdown_table, measures, search_tasks
+
+from agentdesign.archive import Archive
+from agentdesign.components import default_chat_model, parse_spec
+from agentdesign.evaluators import available_benchmarks, get_benchmark
+
+# Single-turn benchmarks, cheapest first; "bfcl" is left out as the union of its categories.
+SINGLE_TURN = ("bfcl-irrelevance", "bfcl-simple", "bfcl-multiple", "gsm8k", "humaneval")
+POOLED = ("bfcl",)
+
+
+def main() -> None:
+    registered = available_benchmarks()
+    interactive = [name for name in registered if name not in SINGLE_TURN + POOLED]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="embedded/qwen2.5-coder-1.5b")
+    parser.add_argument("--items", type=int, default=20)
+    parser.add_argument(
+        "--benchmarks",
+        nargs="+",
+        default=[*SINGLE_TURN, *interactive],
+        choices=sorted(registered),
+        metavar="NAME",
+    )
+    parser.add_argument(
+        "--archive", type=Path, default=Path(__file__).parent / "results" / "benchmarks.sqlite"
+    )
+    args = parser.parse_args()
+    llm = default_chat_model(cache=False)
+    rows = []
+    with Archive(f"sqlite:///{args.archive}") as archive:
+        for name in args.benchmarks:
+            benchmark = get_benchmark(name)
+            workflow = "react" if name in interactive else "single"
+            spec = parse_spec(
+                {
+                    "model": args.model,
+                    "components": {"workflow": {"name": workflow}, "reasoning": {"name": "cot"}},
+                }
+            )
+            tasks = search_tasks(benchmark, args.items)
+            evaluation, results = evaluate(archive, spec, benchmark, tasks, llm=llm, label=name)
+            rows.append({"benchmark": name, "agent": workflow, **measures(evaluation, results)})
+    print(markdown_table(rows, right=("tokens/item", "calls/item", "s/item")))
+
+
+if __name__ == "__main__":
+    main()
