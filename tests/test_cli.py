@@ -333,7 +333,9 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
     else:
         assert run.benchmark == f"jsonl:{tmp_path / 'data' / 'capitals.jsonl'}"
         assert [row.mean for row in board] == [1.0, 1.0]  # every capital is Paris
-    assert len(board) == 2 and f"{run.benchmark}, search split (3 items)" in shown.output
+    assert (
+        len(board) == 2 and f"{run.benchmark}, ranked on the search split (3 items)" in shown.output
+    )
 
 
 def test_benchmark_listing_has_bfcl_and_mentions_own_data(tmp_path: Path) -> None:
