@@ -416,6 +416,22 @@ class Archive:
                 for rank, (evaluation, spec) in enumerate(session.exec(query), start=1)
             ]
 
+    def pareto_front(
+        self, *, run_name: str | None = None, benchmark: str | None = None, split: str = "search"
+    ) -> list[LeaderboardRow]:
+        """The complete evaluations that no other beats on both score and tokens per task (the
+        cost a score-cost search minimizes), best score first; ranks are leaderboard ranks."""
+        rows = self.leaderboard(run_name=run_name, benchmark=benchmark, split=split, limit=10**9)
+
+        def tokens(row: LeaderboardRow) -> float:
+            return (row.prompt_tokens + row.completion_tokens) / max(row.n_tasks, 1)
+
+        front: list[LeaderboardRow] = []
+        for row in sorted(rows, key=lambda r: (-r.mean, tokens(r), r.rank)):
+            if not front or tokens(row) < tokens(front[-1]):
+                front.append(row)
+        return front
+
     def run_totals(self, run_name: str) -> RunTotals:
         with self._session() as session:
             run = self._run_row(session, run_name)

@@ -85,7 +85,7 @@ class _ProgressReporter:
         self.progress.update(self.agents, tokens=f"{self.tokens:,}")
 
     def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
-        if split != "search":
+        if split != "search" or evaluation.status != "complete":
             return
         mean = evaluation.mean if evaluation.mean is not None else 0.0
         if not self.best >= mean:  # also replaces the initial NaN
@@ -165,6 +165,12 @@ def run(
         str, typer.Option(help="litellm model string")
     ] = "embedded/qwen2.5-coder-1.5b",
     strategy: Annotated[str, typer.Option(help=f"one of {', '.join(STRATEGIES)}")] = "tpe",
+    objective: Annotated[
+        str, typer.Option(help="score, or score-cost (also minimize tokens per item)")
+    ] = "score",
+    prune: Annotated[
+        bool, typer.Option(help="stop an agent early once it is clearly worse than the best")
+    ] = False,
     max_agents: Annotated[int | None, typer.Option(help="stop after this many agents")] = 8,
     max_tokens: Annotated[int | None, typer.Option(help="stop after this many tokens")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="stop after this many minutes")] = None,
@@ -185,6 +191,8 @@ def run(
         benchmark=benchmark,
         model=model,
         strategy=strategy,
+        objective=objective,
+        prune=prune,
         budget=Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes),
         n_search=n_search,
         n_holdout=n_holdout,

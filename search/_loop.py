@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -26,12 +27,15 @@ from agentdesign.components import (
 from agentdesign.evaluators import (
     Benchmark,
     TaskOutcome,
+    bootstrap_ci,
     examples_from_tasks,
     get_benchmark,
     make_split,
 )
+from agentdesign.search._base import ask_trial, history_from_study
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._strategies import make_sampler
+from agentdesign.search._strategies import make_strategy
+from agentdesign.search._value import labelled_from_archive
 
 __all__ = ["Budget", "Reporter", "RunConfig", "RunSummary", "resume_search", "run_search"]
 
@@ -67,6 +71,8 @@ class RunConfig:
     benchmark: str = "gsm8k"
     model: str = "embedded/qwen2.5-coder-1.5b"
     strategy: str = "tpe"
+    objective: str = "score"  # or "score-cost": tokens per task, minimized, as a second objective
+    prune: bool = False  # stop an agent early once it is clearly worse than the best (Wilcoxon)
     budget: Budget = field(default_factory=Budget)
     n_search: int = 10
     n_holdout: int = 10
@@ -143,7 +149,7 @@ def run_search(
     """Starts a new run named `config.name` and searches until its budget is spent."""
     benchmark = get_benchmark(config.benchmark)
     space = config.space()  # validates the space before anything is written
-    make_sampler(config.strategy, seed=config.seed)  # likewise the strategy name
+    make_strategy(config.strategy, space=space, seed=config.seed, objective=config.objective)
     if llm is None:
         check_model(config.model)
     split = make_split(
@@ -207,11 +213,18 @@ class _Search:
         self.search_tasks = benchmark.tasks_by_ids(run.search_task_ids)
         self.holdout_tasks = benchmark.tasks_by_ids(run.holdout_task_ids)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.strategy = make_strategy(
+            config.strategy, space=space, seed=config.seed, objective=config.objective
+        )
+        # Pruning compares per-task scores with the best trial's; optuna prunes one objective only.
+        self.pruning = config.prune and config.objective == "score"
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         self.study = optuna.create_study(
             study_name=study_name(run.name),
             storage=archive.url,
-            sampler=make_sampler(config.strategy, seed=config.seed),
-            direction="maximize",
+            sampler=self.strategy.sampler(),
+            directions=self.strategy.directions(),
+            pruner=optuna.pruners.WilcoxonPruner(p_threshold=0.1) if self.pruning else None,
             load_if_exists=True,
         )
         self._clock = time.monotonic()
@@ -244,14 +257,14 @@ class _Search:
         try:
             repeats = 0
             while (reason := self._stop_reason()) is None:
-                agents_before = self.archive.run_totals(self.run.name).n_complete
+                agents_before = self.archive.run_totals(self.run.name).n_agents
                 trial, spec = self._next_trial()
-                evaluation = self._evaluate(spec, self.search_tasks, "search", trial.number)
+                evaluation = self._evaluate(spec, self.search_tasks, "search", trial)
                 if evaluation is None:
                     reason = self._stop_reason() or "stopped"
                     break
-                self.study.tell(trial.number, evaluation.mean)
-                is_repeat = self.archive.run_totals(self.run.name).n_complete == agents_before
+                self._tell(trial.number, evaluation)
+                is_repeat = self.archive.run_totals(self.run.name).n_agents == agents_before
                 repeats = repeats + 1 if is_repeat else 0
                 if repeats >= _MAX_REPEATS:
                     reason = "the strategy keeps proposing designs this run already evaluated"
@@ -281,20 +294,59 @@ class _Search:
                 self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
                 continue
             return stale, AgentSpec.from_json(spec_json)
-        trial = self.study.ask()
+        history = history_from_study(
+            self.study,
+            description=self.benchmark.description,
+            prior=labelled_from_archive(self.archive),
+        )
+        trial = ask_trial(self.study, self.strategy, history)
         spec = self.space.suggest(trial)
         trial.set_user_attr("spec", spec.to_json())
+        parents = trial.user_attrs.get("parents") or [None]
+        self.archive.add_agent(
+            spec=spec.to_dict(),
+            spec_hash=spec.spec_hash,
+            parent_hash=parents[0],
+            operator=trial.user_attrs.get("operator"),
+        )
         return trial, spec
 
+    def _tell(self, number: int, evaluation: EvaluationRecord) -> None:
+        """Score, or score and tokens per task; a pruned evaluation is told as pruned."""
+        if evaluation.status == "pruned":
+            self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
+            return
+        tokens = (evaluation.prompt_tokens + evaluation.completion_tokens) / evaluation.n_done
+        assert evaluation.mean is not None  # complete evaluations have one
+        values = (
+            [evaluation.mean] if self.config.objective == "score" else [evaluation.mean, tokens]
+        )
+        self.study.tell(number, values)
+
     def _evaluate(
-        self, spec: AgentSpec, tasks: Sequence[Any], split: str, trial_number: int | None
+        self,
+        spec: AgentSpec,
+        tasks: Sequence[Any],
+        split: str,
+        trial: optuna.Trial | optuna.trial.FrozenTrial | None,
     ) -> EvaluationRecord | None:
         """Evaluates `spec` on `tasks`, reusing every result already archived.
 
         Returns None when the budget ran out part-way; the partial evaluation stays in the archive,
-        marked running, and a resume completes it.
+        marked running, and a resume completes it. With pruning on, each task's score is reported
+        to the trial and an agent clearly worse than the best stops early, archived as "pruned".
         """
         ran = False
+        trial_number = None if trial is None else trial.number
+        pruning = trial if self.pruning and isinstance(trial, optuna.Trial) else None
+        steps = {task.id: step for step, task in enumerate(tasks)}
+        opened: list[EvaluationRecord] = []
+        pruned = False
+
+        def should_prune() -> bool:
+            nonlocal pruned
+            pruned = pruned or (pruning is not None and pruning.should_prune())
+            return pruned
 
         def started(evaluation: EvaluationRecord, n_done: int) -> None:
             nonlocal ran
@@ -304,12 +356,15 @@ class _Search:
                 evaluation_id=evaluation.id,
                 trial_number=trial_number,
             )
+            opened.append(evaluation)
             if evaluation.status != "complete":
                 ran = True
                 self.reporter.agent_started(spec, len(tasks), n_done, split)
 
         def recorded(outcome: TaskOutcome) -> None:
             self._charge_time()
+            if pruning is not None:
+                pruning.report(outcome.score, step=steps[outcome.task_id])
             self.reporter.task_finished(outcome)
 
         # Token and time budgets may stop a search evaluation part-way; the holdout confirmation
@@ -326,11 +381,23 @@ class _Search:
             seed=self.config.seed,
             on_start=started,
             on_result=recorded,
-            should_stop=lambda: split == "search" and self._stop_reason() is not None,
+            should_stop=lambda: (
+                split == "search" and (self._stop_reason() is not None or should_prune())
+            ),
         )
+        if evaluation is None and pruned:
+            evaluation = self._record_pruned(opened[0].id)
         if evaluation is not None and ran:
             self.reporter.agent_finished(spec, evaluation, split)
         return evaluation
+
+    def _record_pruned(self, evaluation_id: int) -> EvaluationRecord:
+        """Closes a pruned evaluation with the mean of its tasks so far: never ranked complete."""
+        scores = [outcome.score for outcome in self.archive.task_results(evaluation_id).values()]
+        low, high = bootstrap_ci(scores, seed=self.config.seed)
+        return self.archive.finish_evaluation(
+            evaluation_id, status="pruned", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
+        )
 
     def _confirm_on_holdout(self) -> tuple[EvaluationRecord, ...]:
         """Scores the top agents, chosen on the search split, on the untouched holdout split."""
