@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -578,7 +579,7 @@ class AgentSpec:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
-    @property
+    @functools.cached_property  # a frozen spec's hash never changes; searches hash thousands
     def spec_hash(self) -> str:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:20]
 

@@ -1,7 +1,22 @@
-"""Search over agent designs: the design space, strategies, and the resumable search loop."""
+"""Search over agent designs: the design space, the value model, strategies, the resumable search
+loop, and replaying searches against recorded tables."""
 
 from __future__ import annotations
 
+from agentdesign.search._base import (
+    OBJECTIVES,
+    History,
+    Observation,
+    Proposal,
+    Strategy,
+    ask_trial,
+    crossover,
+    history_from_study,
+    mutate,
+    pairwise_design,
+)
+from agentdesign.search._evolution import EvolutionStrategy
+from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._loop import (
     Budget,
     Reporter,
@@ -10,17 +25,56 @@ from agentdesign.search._loop import (
     resume_search,
     run_search,
 )
+from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._replay import ReplayResult, held_out_rank_correlation, replay_search
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._strategies import STRATEGIES, make_sampler
+from agentdesign.search._strategies import STRATEGIES, OptunaStrategy, make_strategy
+from agentdesign.search._table import REPLAY_FORMAT, ReplayDesign, ReplayTable
+from agentdesign.search._value import (
+    Labelled,
+    ValueModel,
+    ValueReport,
+    assess_value_model,
+    design_features,
+    labelled_from_archive,
+    rank_correlation,
+)
 
 __all__ = [
+    "OBJECTIVES",
+    "REPLAY_FORMAT",
     "STRATEGIES",
     "Budget",
+    "EvolutionStrategy",
+    "GuidedStrategy",
+    "History",
+    "Labelled",
+    "MctsStrategy",
+    "Observation",
+    "OptunaStrategy",
+    "Proposal",
+    "ReplayDesign",
+    "ReplayResult",
+    "ReplayTable",
     "Reporter",
     "RunConfig",
     "RunSummary",
     "SearchSpace",
-    "make_sampler",
+    "Strategy",
+    "ValueModel",
+    "ValueReport",
+    "ask_trial",
+    "assess_value_model",
+    "crossover",
+    "design_features",
+    "held_out_rank_correlation",
+    "history_from_study",
+    "labelled_from_archive",
+    "make_strategy",
+    "mutate",
+    "pairwise_design",
+    "rank_correlation",
+    "replay_search",
     "resume_search",
     "run_search",
 ]

@@ -52,6 +52,7 @@ from agentdesign.evaluators import (
 from agentdesign.search._loop import (
     DEFAULT_HEARTBEAT_S,
     Budget,
+    Reporter,
     RunConfig,
     RunSummary,
     finalize_run,
@@ -85,6 +86,12 @@ BenchmarkOption = Annotated[
 ]
 ModelOption = Annotated[str, typer.Option(help="litellm model string")]
 StrategyOption = Annotated[str, typer.Option(help=f"one of {', '.join(STRATEGIES)}")]
+ObjectiveOption = Annotated[
+    str, typer.Option(help="score, or score-cost (also minimize tokens per item)")
+]
+PruneOption = Annotated[
+    bool, typer.Option(help="stop an agent early once it is clearly worse than the best")
+]
 MaxAgentsOption = Annotated[int | None, typer.Option(help="stop after this many agents")]
 MaxTokensOption = Annotated[int | None, typer.Option(help="stop after this many tokens")]
 MaxMinutesOption = Annotated[float | None, typer.Option(help="stop after this many minutes")]
@@ -112,6 +119,8 @@ def _config(
     benchmark: str,
     model: str,
     strategy: str,
+    objective: str,
+    prune: bool,
     max_agents: int | None,
     max_tokens: int | None,
     max_minutes: float | None,
@@ -131,6 +140,8 @@ def _config(
         benchmark=benchmark,
         model=model,
         strategy=strategy,
+        objective=objective,
+        prune=prune,
         budget=Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes),
         n_search=n_search,
         n_holdout=n_holdout,
@@ -144,7 +155,7 @@ def _config(
     )
 
 
-class _ProgressReporter:
+class _ProgressReporter(Reporter):
     """Draws the run's progress: agents done, the current agent's tasks, best score, tokens, and
     the time left (rich's estimate from the pace so far)."""
 
@@ -185,7 +196,7 @@ class _ProgressReporter:
         self.progress.update(self.agents, tokens=f"{self.tokens:,}")
 
     def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
-        if split != "search":
+        if split != "search" or evaluation.status != "complete":
             return
         mean = evaluation.mean if evaluation.mean is not None else 0.0
         if not self.best >= mean:  # also replaces the initial NaN
@@ -341,6 +352,8 @@ def run(
     benchmark: BenchmarkOption = "gsm8k",
     model: ModelOption = DEFAULT_MODEL,
     strategy: StrategyOption = "tpe",
+    objective: ObjectiveOption = "score",
+    prune: PruneOption = False,
     max_agents: MaxAgentsOption = 8,
     max_tokens: MaxTokensOption = None,
     max_minutes: MaxMinutesOption = None,
@@ -359,6 +372,8 @@ def run(
         benchmark=benchmark,
         model=model,
         strategy=strategy,
+        objective=objective,
+        prune=prune,
         max_agents=max_agents,
         max_tokens=max_tokens,
         max_minutes=max_minutes,
@@ -391,6 +406,8 @@ def worker(
     benchmark: BenchmarkOption = "gsm8k",
     model: ModelOption = DEFAULT_MODEL,
     strategy: StrategyOption = "tpe",
+    objective: ObjectiveOption = "score",
+    prune: PruneOption = False,
     max_agents: MaxAgentsOption = 8,
     max_tokens: MaxTokensOption = None,
     max_minutes: MaxMinutesOption = None,
@@ -417,6 +434,8 @@ def worker(
         benchmark=benchmark,
         model=model,
         strategy=strategy,
+        objective=objective,
+        prune=prune,
         max_agents=max_agents,
         max_tokens=max_tokens,
         max_minutes=max_minutes,

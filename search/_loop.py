@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 import optuna
 
@@ -41,12 +41,15 @@ from agentdesign.components import (
 from agentdesign.evaluators import (
     Benchmark,
     TaskOutcome,
+    bootstrap_ci,
     examples_from_tasks,
     get_benchmark,
     make_split,
 )
+from agentdesign.search._base import ask_trial, history_from_study
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._strategies import make_sampler
+from agentdesign.search._strategies import make_strategy
+from agentdesign.search._value import labelled_from_archive
 
 __all__ = [
     "Budget",
@@ -95,6 +98,8 @@ class RunConfig:
     benchmark: str = "gsm8k"
     model: str = "embedded/qwen2.5-coder-1.5b"
     strategy: str = "tpe"
+    objective: str = "score"  # or "score-cost": tokens per task, minimized, as a second objective
+    prune: bool = False  # stop an agent early once it is clearly worse than the best (Wilcoxon)
     budget: Budget = field(default_factory=Budget)
     n_search: int = 10
     n_holdout: int = 10
@@ -136,30 +141,23 @@ class RunSummary:
     holdout: tuple[EvaluationRecord, ...]
 
 
-class Reporter(Protocol):
-    def run_started(self, run: RunRecord) -> None: ...
+class Reporter:
+    """Receives progress as it happens (the CLI draws a progress bar from it).
 
-    """Receives progress as it happens (the CLI draws a progress bar from it)."""
+    Every hook does nothing here, so a reporter overrides only what it draws.
+    """
 
-    def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None: ...
-
-    def task_finished(self, outcome: TaskOutcome) -> None: ...
-
-    def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None: ...
-
-
-class _SilentReporter:
     def run_started(self, run: RunRecord) -> None:
-        pass
+        """The run passed its checks and starts (or resumes) searching."""
 
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
-        pass
+        """An evaluation starts, `n_done` of its `n_tasks` already in the archive."""
 
     def task_finished(self, outcome: TaskOutcome) -> None:
-        pass
+        """A task's result was committed."""
 
     def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
-        pass
+        """An evaluation finished (complete or pruned)."""
 
 
 def study_name(run_name: str) -> str:
@@ -190,7 +188,10 @@ def _create_run(archive: Archive, config: RunConfig, *, llm: ChatModel | None) -
     # reopen the same benchmark from any directory.
     config = replace(config, benchmark=benchmark.reference)
     config.space()  # validates the space before anything is written
-    make_sampler(config.strategy, seed=config.seed)  # likewise the strategy name
+    # likewise the strategy name and objective
+    make_strategy(
+        config.strategy, space=config.space(), seed=config.seed, objective=config.objective
+    )
     if llm is None:
         check_model(config.model)
     split = make_split(
@@ -308,7 +309,7 @@ class _Search:
         self.space = space
         self.benchmark = benchmark
         self.llm = llm if llm is not None else default_chat_model(api_base=config.api_base)
-        self.reporter = reporter or _SilentReporter()
+        self.reporter = reporter or Reporter()
         self.examples = examples_from_tasks(benchmark.train_examples())
         self.search_tasks = benchmark.tasks_by_ids(run.search_task_ids)
         self.holdout_tasks = benchmark.tasks_by_ids(run.holdout_task_ids)
@@ -322,11 +323,17 @@ class _Search:
             grace_period=heartbeat_s * _GRACE_BEATS,
             stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(),
         )
+        self.strategy = make_strategy(
+            config.strategy, space=space, seed=config.seed, objective=config.objective
+        )
+        # Pruning compares per-task scores with the best trial's; optuna prunes one objective only.
+        self.pruning = config.prune and config.objective == "score"
         self.study = optuna.create_study(
             study_name=study_name(run.name),
             storage=self.storage,
-            sampler=make_sampler(config.strategy, seed=config.seed),
-            direction="maximize",
+            sampler=self.strategy.sampler(),
+            directions=self.strategy.directions(),
+            pruner=optuna.pruners.WilcoxonPruner(p_threshold=0.1) if self.pruning else None,
             load_if_exists=True,
         )
         self._own_trials: set[int] = set()
@@ -362,7 +369,7 @@ class _Search:
         try:
             repeats = 0
             while (reason := self._stop_reason()) is None:
-                agents_before = self.archive.run_totals(self.run.name).n_complete
+                agents_before = self.archive.run_totals(self.run.name).n_agents
                 work = self._next_work()
                 if work is None:
                     if self.archive.single_writer:
@@ -375,12 +382,12 @@ class _Search:
                     if not self._admit(trial, spec):  # another worker took the last agent
                         self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
                         continue
-                    evaluation = self._evaluate(spec, self.search_tasks, "search", trial.number)
+                    evaluation = self._evaluate(spec, self.search_tasks, "search", trial)
                 if evaluation is None:
                     reason = self._stop_reason() or "stopped"
                     break
-                self.study.tell(trial.number, evaluation.mean)
-                is_repeat = self.archive.run_totals(self.run.name).n_complete == agents_before
+                self._tell(trial.number, evaluation)
+                is_repeat = self.archive.run_totals(self.run.name).n_agents == agents_before
                 repeats = repeats + 1 if is_repeat else 0
                 if repeats >= _MAX_REPEATS:
                     reason = "the strategy keeps proposing designs this run already evaluated"
@@ -418,11 +425,26 @@ class _Search:
         n_agents = self.archive.run_totals(self.run.name).n_agents
         if not waiting and max_agents is not None and n_agents >= max_agents:
             return None
-        trial = self.study.ask()
+        if waiting:  # a dead worker's design first, as it was
+            trial = self.study.ask()
+        else:
+            history = history_from_study(
+                self.study,
+                description=self.benchmark.description,
+                prior=labelled_from_archive(self.archive),
+            )
+            trial = ask_trial(self.study, self.strategy, history)
         self._own_trials.add(trial.number)
         self.storage.record_heartbeat(trial._trial_id)
         spec = self.space.suggest(trial)  # a retried trial has its parameters fixed: same design
         trial.set_user_attr("spec", spec.to_json())
+        parents = trial.user_attrs.get("parents") or [None]
+        self.archive.add_agent(
+            spec=spec.to_dict(),
+            spec_hash=spec.spec_hash,
+            parent_hash=parents[0],
+            operator=trial.user_attrs.get("operator"),
+        )
         return trial, spec
 
     def _reclaim_stale_trials(self) -> None:
@@ -479,15 +501,42 @@ class _Search:
             max_agents=self.config.budget.max_agents,
         )
 
+    def _tell(self, number: int, evaluation: EvaluationRecord) -> None:
+        """Score, or score and tokens per task; a pruned evaluation is told as pruned."""
+        if evaluation.status == "pruned":
+            self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
+            return
+        tokens = (evaluation.prompt_tokens + evaluation.completion_tokens) / evaluation.n_done
+        assert evaluation.mean is not None  # complete evaluations have one
+        values = (
+            [evaluation.mean] if self.config.objective == "score" else [evaluation.mean, tokens]
+        )
+        self.study.tell(number, values)
+
     def _evaluate(
-        self, spec: AgentSpec, tasks: Sequence[Any], split: str, trial_number: int | None
+        self,
+        spec: AgentSpec,
+        tasks: Sequence[Any],
+        split: str,
+        trial: optuna.Trial | optuna.trial.FrozenTrial | None,
     ) -> EvaluationRecord | None:
         """Evaluates `spec` on `tasks`, reusing every result already archived.
 
         Returns None when the budget ran out part-way; the partial evaluation stays in the archive,
-        marked running, and a resume completes it.
+        marked running, and a resume completes it. With pruning on, each task's score is reported
+        to the trial and an agent clearly worse than the best stops early, archived as "pruned".
         """
         ran = False
+        trial_number = None if trial is None else trial.number
+        pruning = trial if self.pruning and isinstance(trial, optuna.Trial) else None
+        steps = {task.id: step for step, task in enumerate(tasks)}
+        opened: list[EvaluationRecord] = []
+        pruned = False
+
+        def should_prune() -> bool:
+            nonlocal pruned
+            pruned = pruned or (pruning is not None and pruning.should_prune())
+            return pruned
 
         def started(evaluation: EvaluationRecord, n_done: int) -> None:
             nonlocal ran
@@ -497,12 +546,15 @@ class _Search:
                 evaluation_id=evaluation.id,
                 trial_number=trial_number,
             )
+            opened.append(evaluation)
             if evaluation.status != "complete":
                 ran = True
                 self.reporter.agent_started(spec, len(tasks), n_done, split)
 
         def recorded(outcome: TaskOutcome) -> None:
             self._charge_time()
+            if pruning is not None:
+                pruning.report(outcome.score, step=steps[outcome.task_id])
             self.reporter.task_finished(outcome)
 
         # Token and time budgets may stop a search evaluation part-way; the holdout confirmation
@@ -519,12 +571,24 @@ class _Search:
             seed=self.config.seed,
             on_start=started,
             on_result=recorded,
-            should_stop=lambda: split == "search" and self._stop_reason() is not None,
+            should_stop=lambda: (
+                split == "search" and (self._stop_reason() is not None or should_prune())
+            ),
             lease_s=self.heartbeat_s * _GRACE_BEATS,
         )
+        if evaluation is None and pruned:
+            evaluation = self._record_pruned(opened[0].id)
         if evaluation is not None and ran:
             self.reporter.agent_finished(spec, evaluation, split)
         return evaluation
+
+    def _record_pruned(self, evaluation_id: int) -> EvaluationRecord:
+        """Closes a pruned evaluation with the mean of its tasks so far: never ranked complete."""
+        scores = [outcome.score for outcome in self.archive.task_results(evaluation_id).values()]
+        low, high = bootstrap_ci(scores, seed=self.config.seed)
+        return self.archive.finish_evaluation(
+            evaluation_id, status="pruned", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
+        )
 
     def _confirm_on_holdout(self) -> tuple[EvaluationRecord, ...]:
         """Scores the top agents, chosen on the search split, on the untouched holdout split."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo, SpecError
@@ -96,6 +97,55 @@ class SearchSpace:
                 if info.searchable:
                     params[f"{slot}__{info.name}"] = getattr(component, info.name)
         return params
+
+    def sample(
+        self, rng: np.random.Generator, components: Mapping[str, str] | None = None
+    ) -> AgentSpec:
+        """A random spec, uniform per choice (log-uniform for log ranges), with `components`
+        fixed where given; strategies draw from it without an optuna trial."""
+        chosen = dict(components or {})
+        slots: dict[str, Any] = {}
+        for slot in SLOTS:
+            options = self.components(slot)
+            name = chosen.get(slot) or options[int(rng.integers(len(options)))]
+            params = {
+                info.name: self.sample_param(slot, info, rng)
+                for info in REGISTRY.get(slot, name).param_info()
+                if info.searchable
+            }
+            slots[slot] = {"name": name, "params": params}
+        return AgentSpec.create(model=self.model, **slots)
+
+    def sample_param(self, slot: str, info: ParamInfo, rng: np.random.Generator) -> Any:
+        """One value of a searchable parameter, drawn as `_suggest_param` would ask optuna."""
+        if info.kind == "bool":
+            return bool(rng.integers(2))
+        if info.kind == "choice":
+            assert info.choices is not None
+            return info.choices[int(rng.integers(len(info.choices)))]
+        low, high = self._range(slot, info)
+        if info.log:
+            value = float(np.exp(rng.uniform(np.log(low), np.log(high))))
+        else:
+            value = float(rng.uniform(low, high))
+        if info.kind == "int":
+            return int(min(max(round(value), int(low)), int(high)))
+        return value
+
+    def contains(self, spec: AgentSpec) -> bool:
+        """Whether `spec` is a design of this space (its model, components and ranges)."""
+        if spec.model != self.model:
+            return False
+        for slot in SLOTS:
+            component = spec[slot]
+            if component.name not in self.components(slot):
+                return False
+            for info in component.param_info():
+                if info.searchable and info.low is not None and info.kind in ("int", "float"):
+                    low, high = self._range(slot, info)
+                    if not low <= getattr(component, info.name) <= high:
+                        return False
+        return True
 
     def size_hint(self) -> int:
         """The number of distinct component combinations (parameters not counted)."""

@@ -1,4 +1,5 @@
-"""Search strategies by name; for now optuna's samplers over the design space."""
+"""Search strategies by name: optuna's samplers (random, tpe, nsga2) and the value-guided ones
+(mcts, evolution), all behind the `Strategy` interface."""
 
 from __future__ import annotations
 
@@ -8,8 +9,30 @@ from collections.abc import Callable
 import optuna
 
 from agentdesign.components import AgentDesignError
+from agentdesign.search._base import Strategy
+from agentdesign.search._evolution import EvolutionStrategy
+from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._space import SearchSpace
 
-__all__ = ["STRATEGIES", "make_sampler"]
+__all__ = ["STRATEGIES", "OptunaStrategy", "make_strategy"]
+
+
+class OptunaStrategy(Strategy):
+    """An optuna sampler proposes every design (through `study.ask`); the strategy adds nothing."""
+
+    def __init__(
+        self,
+        *,
+        space: SearchSpace,
+        seed: int = 0,
+        objective: str = "score",
+        sampler: Callable[[int], optuna.samplers.BaseSampler],
+    ) -> None:
+        super().__init__(space=space, seed=seed, objective=objective)
+        self._make_sampler = sampler
+
+    def _internal_sampler(self) -> optuna.samplers.BaseSampler:
+        return self._make_sampler(self.seed)
 
 
 def _random(seed: int) -> optuna.samplers.BaseSampler:
@@ -25,17 +48,46 @@ def _tpe(seed: int) -> optuna.samplers.BaseSampler:
     )
 
 
-STRATEGIES: dict[str, tuple[str, Callable[[int], optuna.samplers.BaseSampler]]] = {
-    "random": ("uniform random designs: the baseline every strategy must beat", _random),
-    "tpe": ("optuna's tree-structured Parzen estimator over the conditional space", _tpe),
+def _nsga2(seed: int) -> optuna.samplers.BaseSampler:
+    # Small generations: a search evaluates tens of designs, not thousands.
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+
+
+_Factory = Callable[..., Strategy]
+
+
+def _optuna(sampler: Callable[[int], optuna.samplers.BaseSampler]) -> _Factory:
+    def make(*, space: SearchSpace, seed: int, objective: str) -> Strategy:
+        return OptunaStrategy(space=space, seed=seed, objective=objective, sampler=sampler)
+
+    return make
+
+
+STRATEGIES: dict[str, tuple[str, _Factory]] = {
+    "random": ("uniform random designs: the baseline every strategy must beat", _optuna(_random)),
+    "tpe": ("optuna's tree-structured Parzen estimator over the conditional space", _optuna(_tpe)),
+    "nsga2": (
+        "optuna's NSGA-II genetic algorithm (score and cost: its Pareto front)",
+        _optuna(_nsga2),
+    ),
+    "mcts": (
+        "value-guided hierarchical MCTS: workflow, then components, then parameters",
+        MctsStrategy,
+    ),
+    "evolution": (
+        "AFlow-style evolution: fitness-weighted parents, crossover, mutation, model screening",
+        EvolutionStrategy,
+    ),
 }
 
 
-def make_sampler(name: str, *, seed: int) -> optuna.samplers.BaseSampler:
-    """The optuna sampler for strategy `name`, seeded for reproducibility."""
+def make_strategy(
+    name: str, *, space: SearchSpace, seed: int, objective: str = "score"
+) -> Strategy:
+    """The strategy called `name`, seeded for reproducibility."""
     try:
         _, factory = STRATEGIES[name]
     except KeyError:
         known = ", ".join(STRATEGIES)
         raise AgentDesignError(f"unknown strategy '{name}' (available: {known})") from None
-    return factory(seed)
+    return factory(space=space, seed=seed, objective=objective)

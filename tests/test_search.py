@@ -13,7 +13,7 @@ from agentdesign.archive import Archive
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
 from agentdesign.components._runtime import Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark
-from agentdesign.search import Budget, RunConfig, resume_search, run_search
+from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
 from agentdesign.search._loop import study_name
 from agentdesign.search._space import SPACE_PRESETS, SearchSpace, space_from_option
 
@@ -126,11 +126,8 @@ def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive)
 
     redone: list[tuple[str, str]] = []
 
-    class Recorder:
+    class Recorder(Reporter):
         agent = ""
-
-        def run_started(self, run: object) -> None:
-            pass
 
         def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
             self.agent = spec.spec_hash

@@ -25,13 +25,13 @@ _WORKER = """
 import json, sys
 from agentdesign.archive import Archive
 from agentdesign.components import FakeChatModel
-from agentdesign.search._loop import Budget, RunConfig, resume_search, run_worker
+from agentdesign.search._loop import Budget, Reporter, RunConfig, resume_search, run_worker
 from agentdesign.search._space import space_from_option
 
 url, name, log_path, mode = sys.argv[1:5]
 
 
-class Log:
+class Log(Reporter):
     '''Writes each committed task as (agent, split, task) to this worker's log.'''
 
     def __init__(self) -> None:

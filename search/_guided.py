@@ -1,0 +1,185 @@
+"""What the value-guided strategies (mcts, evolution) share: a pairwise cold start, a value model
+refit on every result, offspring from the best designs, and screening by the model.
+
+The value model only screens: many candidate designs are generated, the model's optimistic bound
+(mean + explore * std) picks the one that gets a real evaluation, and real scores alone rank it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import ClassVar
+
+import numpy as np
+
+from agentdesign.components import SLOTS, AgentSpec
+from agentdesign.search._base import (
+    History,
+    Proposal,
+    Strategy,
+    crossover,
+    mutate,
+    pairwise_design,
+    snap,
+    softmax,
+)
+from agentdesign.search._space import SearchSpace
+from agentdesign.search._value import ValueModel
+
+__all__ = ["GuidedStrategy"]
+
+
+class GuidedStrategy(Strategy):
+    """Base of the value-guided strategies; subclasses choose how offspring are made and picked.
+
+    `n_initial` caps the pairwise cold start (None: the whole covering design); `explore` is k in
+    the screening bound mean + k * std; `n_candidates` designs are screened per proposal.
+    """
+
+    # Operator mix of `_offspring`, by name: overridden by each subclass.
+    operators: ClassVar[tuple[tuple[str, float], ...]] = (("crossover", 1.0),)
+
+    def __init__(
+        self,
+        *,
+        space: SearchSpace,
+        seed: int = 0,
+        objective: str = "score",
+        n_candidates: int = 128,
+        explore: float = 1.0,
+        n_initial: int | None = None,
+        population: int = 8,
+        parent_temperature: float = 0.1,
+        uniform_share: float = 0.2,
+    ) -> None:
+        super().__init__(space=space, seed=seed, objective=objective)
+        self.n_candidates = n_candidates
+        self.explore = explore
+        self.n_initial = n_initial
+        self.population = population
+        self.parent_temperature = parent_temperature
+        self.uniform_share = uniform_share
+        self._initial_design = pairwise_design(space, np.random.default_rng([seed, 1]))
+        self._fitted_on: tuple[tuple[str, str, float], ...] | None = None
+        self._score_model = ValueModel(seed=seed)
+        self._cost_model = ValueModel(seed=seed)
+
+    # -- learning: a derived cache, refit whenever the results differ --
+
+    def _internal_learn(self, history: History) -> None:
+        rows = history.labelled()
+        key = tuple((r.spec.spec_hash, r.description, r.score) for r in rows)
+        if key == self._fitted_on:
+            return
+        self._score_model = ValueModel(seed=self.seed).fit(rows)
+        if self.objective == "score-cost":
+            costs = [replace(r, score=math.log1p(r.tokens_per_task)) for r in rows]
+            self._cost_model = ValueModel(seed=self.seed).fit(costs)
+        self._fitted_on = key
+
+    def predict(
+        self, specs: list[AgentSpec], history: History, weight: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted fitness and its spread; under score-cost the predicted tokens, normalized by
+        the most any complete design used, count against the score with `weight`."""
+        mean, std = self._score_model.predict(specs, description=history.description)
+        if self.objective == "score-cost" and self._cost_model.fitted:
+            cost, _ = self._cost_model.predict(specs, description=history.description)
+            most = max((o.tokens_per_task or 0.0 for o in history.complete), default=0.0)
+            mean = mean - weight * np.expm1(cost) / (most or 1.0)
+        return mean, std
+
+    # -- proposing --
+
+    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+        initial = self._cold_start(history)
+        if initial is not None:
+            return initial
+        self.learn(history)
+        weight = float(rng.uniform(0.0, 0.5))
+        fitness = self.fitness(history, weight)
+        candidates = self._screenable(self._offspring(history, rng, fitness), history)
+        if not candidates:
+            return None
+        mean, std = self.predict([c.spec for c in candidates], history, weight)
+        return self._internal_select(history, candidates, mean, std, fitness, weight)
+
+    def _cold_start(self, history: History) -> Proposal | None:
+        """The next row of the pairwise covering design that no trial has the components of."""
+        limit = len(self._initial_design) if self.n_initial is None else self.n_initial
+        if len(history.observations) >= limit:
+            return None
+        tried = {tuple(o.spec[s].name for s in SLOTS) for o in history.observations}
+        for spec in self._initial_design:
+            if tuple(spec[s].name for s in SLOTS) not in tried:
+                for chosen in snap([spec], history):
+                    return Proposal(spec=chosen, operator="initial")
+        return None
+
+    def _screenable(self, candidates: list[Proposal], history: History) -> list[Proposal]:
+        """Candidates mapped into the pool (if any), each design once, none already tried."""
+        snapped = snap([c.spec for c in candidates], history)
+        unique: dict[str, Proposal] = {}
+        for candidate, spec in zip(candidates, snapped, strict=False):
+            if spec.spec_hash not in history.seen:
+                unique.setdefault(spec.spec_hash, replace(candidate, spec=spec))
+        return list(unique.values())
+
+    def _offspring(
+        self, history: History, rng: np.random.Generator, fitness: dict[str, float]
+    ) -> list[Proposal]:
+        """`n_candidates` children of the best designs so far, made by the subclass's operators.
+
+        Parents are drawn AFlow-style: a mix of uniform odds and a softmax of fitness, from the
+        `population` fittest complete designs; with fewer than two, children are random designs.
+        """
+        ranked = sorted(history.complete, key=lambda o: -fitness[o.spec.spec_hash])
+        parents = [o.spec for o in ranked[: self.population]]
+        if len(parents) < 2:
+            return [Proposal(spec=self.space.sample(rng)) for _ in range(self.n_candidates)]
+        values = np.array([fitness[p.spec_hash] for p in parents])
+        odds = self.uniform_share / len(parents) + (1 - self.uniform_share) * softmax(
+            values, self.parent_temperature
+        )
+        names = [name for name, _ in self.operators]
+        mix = np.array([share for _, share in self.operators])
+        children = []
+        for _ in range(self.n_candidates):
+            a, b = (parents[int(i)] for i in rng.choice(len(parents), size=2, p=odds / odds.sum()))
+            operator = names[int(rng.choice(len(names), p=mix / mix.sum()))]
+            if operator == "sample":
+                children.append(Proposal(spec=self.space.sample(rng), operator="sample"))
+            elif operator == "mutation":
+                children.append(
+                    Proposal(
+                        spec=mutate(a, self.space, rng), parents=(a.spec_hash,), operator=operator
+                    )
+                )
+            elif operator == "recombination":  # one whole component from another good design
+                child = crossover(a, b, rng, n_slots=1)
+                children.append(
+                    Proposal(spec=child, parents=(a.spec_hash, b.spec_hash), operator=operator)
+                )
+            else:  # crossover, then one mutation
+                child = mutate(crossover(a, b, rng), self.space, rng)
+                children.append(
+                    Proposal(
+                        spec=child,
+                        parents=(a.spec_hash, b.spec_hash),
+                        operator="crossover+mutation",
+                    )
+                )
+        return children
+
+    def _internal_select(
+        self,
+        history: History,
+        candidates: list[Proposal],
+        mean: np.ndarray,
+        std: np.ndarray,
+        fitness: dict[str, float],
+        weight: float,
+    ) -> Proposal:
+        """The candidate with the best optimistic bound."""
+        return candidates[int(np.argmax(mean + self.explore * std))]

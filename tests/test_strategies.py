@@ -1,0 +1,287 @@
+"""Strategies, the value model, the covering design, pruning, two objectives and replay.
+
+The replay table here is SYNTHETIC (tests/synthetic_table.py): made-up scores with structure.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+from synthetic_table import make_synthetic_table
+
+from agentdesign.archive import Archive
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
+from agentdesign.components._runtime import Message
+from agentdesign.evaluators import get_benchmark
+from agentdesign.search import (
+    STRATEGIES,
+    Budget,
+    History,
+    Labelled,
+    Observation,
+    ReplayTable,
+    RunConfig,
+    SearchSpace,
+    ValueModel,
+    assess_value_model,
+    held_out_rank_correlation,
+    make_strategy,
+    pairwise_design,
+    rank_correlation,
+    replay_search,
+    resume_search,
+    run_search,
+)
+from agentdesign.search._loop import study_name
+from agentdesign.search._space import SPACE_PRESETS
+
+GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
+QUICK = SPACE_PRESETS["quick"]
+
+
+class Killed(BaseException):
+    """Stands in for SIGKILL."""
+
+
+def cot_is_right(
+    model: str, messages: Sequence[Message], temperature: float, seed: int | None
+) -> str:
+    question = messages[-1]["content"].split("\n\n")[0]
+    if "step by step" in messages[0]["content"]:
+        return f"Answer: {GOLD.get(question, '0')}"
+    return "Answer: -1"
+
+
+def config(name: str, strategy: str, **overrides: object) -> RunConfig:
+    values: dict[str, object] = {
+        "name": name,
+        "model": "fake/model",
+        "strategy": strategy,
+        "budget": Budget(max_agents=5),
+        "n_search": 6,
+        "n_holdout": 2,
+        "choices": QUICK["choices"],
+        "limits": QUICK["limits"],
+    }
+    values.update(overrides)
+    return RunConfig(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Archive:
+    with Archive(str(tmp_path / "s.db")) as opened:
+        yield opened  # type: ignore[misc]
+
+
+@pytest.fixture(scope="module")
+def table() -> ReplayTable:
+    return make_synthetic_table()
+
+
+def _trials(archive: Archive, run: str) -> list[optuna.trial.FrozenTrial]:
+    study = optuna.load_study(study_name=study_name(run), storage=archive.url)
+    return study.get_trials(deepcopy=False)
+
+
+@pytest.mark.parametrize("strategy", ["mcts", "evolution", "nsga2"])
+def test_each_strategy_runs_live_proposes_valid_specs_and_never_repeats(
+    archive: Archive, strategy: str
+) -> None:
+    cfg = config(strategy, strategy)
+    summary = run_search(archive, cfg, llm=FakeChatModel(cot_is_right))
+    assert summary.agents_done == 5
+    hashes = [t.user_attrs["spec"] for t in _trials(archive, strategy)]
+    assert len(hashes) == len(set(hashes))  # no design evaluated twice
+    space = cfg.space()
+    for row in archive.leaderboard(run_name=strategy):
+        agent = archive.get_agent(row.agent_hash)
+        assert space.contains(AgentSpec.from_dict(agent.spec))
+        if strategy != "nsga2":
+            assert agent.operator is not None  # where each guided design came from
+
+
+def test_guided_strategies_record_parents_and_operators(archive: Archive) -> None:
+    run_search(
+        archive,
+        config("evo", "evolution", budget=Budget(max_agents=9)),
+        llm=FakeChatModel(cot_is_right),
+    )
+    operators = {
+        archive.get_agent(row.agent_hash).operator: archive.get_agent(row.agent_hash).parent_hash
+        for row in archive.leaderboard(run_name="evo", limit=50)
+    }
+    assert "initial" in operators
+    bred = [op for op in operators if op not in ("initial", "sample")]
+    assert bred, operators
+    assert all(operators[op] is not None for op in bred)
+
+
+@pytest.mark.parametrize("strategy", ["mcts", "evolution"])
+def test_a_guided_run_resumes_from_the_study_after_a_crash(archive: Archive, strategy: str) -> None:
+    calls = 0
+
+    def crashing(model: str, messages: Sequence[Message], t: float, seed: int | None) -> str:
+        nonlocal calls
+        calls += 1
+        if calls > 25:
+            raise Killed
+        return cot_is_right(model, messages, t, seed)
+
+    with pytest.raises(Killed):
+        run_search(
+            archive, config("c", strategy, budget=Budget(max_agents=7)), llm=FakeChatModel(crashing)
+        )
+    summary = resume_search(archive, "c", llm=FakeChatModel(cot_is_right))
+    assert summary.agents_done == 7
+    specs = [t.user_attrs["spec"] for t in _trials(archive, "c") if "spec" in t.user_attrs]
+    assert len(specs) == len(set(specs))
+    assert not [t for t in _trials(archive, "c") if t.state == optuna.trial.TrialState.RUNNING]
+
+
+def test_nsga2_runs_with_two_objectives_and_the_archive_keeps_the_front(archive: Archive) -> None:
+    run_search(
+        archive,
+        config("mo", "nsga2", objective="score-cost", budget=Budget(max_agents=6)),
+        llm=FakeChatModel(cot_is_right),
+    )
+    study = optuna.load_study(study_name=study_name("mo"), storage=archive.url)
+    assert len(study.directions) == 2
+    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert all(len(t.values) == 2 for t in complete)
+    front = archive.pareto(run_name="mo")
+    board = archive.leaderboard(run_name="mo", limit=50)
+    assert front and max(row.mean for row in front) == board[0].mean
+
+    def tokens(row: object) -> float:
+        return (row.prompt_tokens + row.completion_tokens) / row.n_tasks  # type: ignore[attr-defined]
+
+    for row in board:  # nothing on the leaderboard dominates a front member
+        for member in front:
+            assert not (row.mean >= member.mean and tokens(row) < tokens(member))
+            assert not (row.mean > member.mean and tokens(row) <= tokens(member))
+
+
+def test_an_unknown_objective_is_refused_before_anything_is_written(archive: Archive) -> None:
+    with pytest.raises(AgentDesignError, match="unknown objective"):
+        run_search(archive, config("x", "mcts", objective="speed"), llm=FakeChatModel(cot_is_right))
+    assert archive.list_runs() == []
+
+
+def test_the_pruner_stops_a_clearly_worse_agent_and_records_it_as_pruned(archive: Archive) -> None:
+    # cot answers every item right; direct gets every one wrong: once a cot agent is the best,
+    # a direct agent is clearly worse after a few items.
+    cfg = config(
+        "prune",
+        "random",
+        prune=True,
+        n_search=12,
+        budget=Budget(max_agents=4),
+        choices={**QUICK["choices"], "memory": ["none"], "tool": ["none"]},
+    )
+    run_search(archive, cfg, llm=FakeChatModel(cot_is_right))
+    trials = _trials(archive, "prune")
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned, "no trial was pruned"
+    for trial in pruned:
+        assert '"direct"' in trial.user_attrs["spec"]
+    board = archive.leaderboard(run_name="prune", limit=50)
+    assert board and all(row.status == "complete" for row in board)
+    pruned_hash = AgentSpec.from_json(pruned[0].user_attrs["spec"]).spec_hash
+    assert pruned_hash not in {row.agent_hash for row in board}
+    # the run's evaluation of that agent (get_or_create finds the existing one)
+    stopped = archive.get_or_create_evaluation(
+        agent_hash=pruned_hash,
+        benchmark="gsm8k",
+        task_ids=archive.get_run("prune").search_task_ids,
+        split="search",
+    )
+    assert stopped.status == "pruned" and 0 < stopped.n_done < stopped.n_planned
+
+
+def test_the_covering_design_has_every_pair_of_components() -> None:
+    space = SearchSpace(model="fake/model")
+    design = pairwise_design(space, np.random.default_rng(0))
+    for a, b in itertools.combinations(SLOTS, 2):
+        for x in space.components(a):
+            for y in space.components(b):
+                assert any(s[a].name == x and s[b].name == y for s in design), (a, x, b, y)
+    # far fewer rows than all combinations; at least the largest pair of slots
+    largest = max(len(space.components(s)) for s in SLOTS)
+    assert largest * 4 <= len(design) < space.size_hint() // 10
+    assert all(space.contains(s) for s in design)
+
+
+def test_the_value_model_beats_a_constant_and_reports_its_accuracy(table: ReplayTable) -> None:
+    rows = [
+        Labelled(spec=d.spec, description=table.description, score=d.mean) for d in table.designs
+    ]
+    report = assess_value_model(rows, folds=5, seed=0)
+    real = np.array([r.score for r in rows])
+    constant_error = float(np.mean(np.abs(real - real.mean())))  # the best constant, even in-sample
+    assert report.mean_abs_error < constant_error
+    assert report.spearman > 0.3
+    assert 0.0 <= report.coverage_95 <= 1.0 and report.n_agents == len(rows)
+    assert held_out_rank_correlation(table, n_labelled=30, seed=0) > 0.2
+
+
+def test_an_unfitted_value_model_is_uncertain_and_a_fitted_one_ranks() -> None:
+    space = SearchSpace(model="fake/model")
+    specs = [space.sample(np.random.default_rng(i)) for i in range(3)]
+    mean, std = ValueModel().predict(specs, description="x")
+    assert np.all(std > 0) and np.ptp(mean) == 0
+    assert rank_correlation(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0])) == 0.0
+
+
+def test_strategies_propose_unseen_designs_from_a_history() -> None:
+    space = SearchSpace(model="fake/model", **QUICK)  # type: ignore[arg-type]
+    rng = np.random.default_rng(0)
+    seen = [space.sample(rng) for _ in range(6)]
+    history = History(
+        description="d",
+        observations=tuple(
+            Observation(spec=s, state="complete", score=float(i % 2)) for i, s in enumerate(seen)
+        ),
+    )
+    for name in STRATEGIES:
+        proposal = make_strategy(name, space=space, seed=0).propose(history)
+        if proposal is None:  # optuna strategies leave it to their sampler
+            continue
+        assert proposal.spec.spec_hash not in history.seen and space.contains(proposal.spec)
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_replay_answers_from_the_table_and_never_repeats(table: ReplayTable, strategy: str) -> None:
+    result = replay_search(table, strategy, seed=1, n_evaluations=12)
+    assert len(result.hashes) == 12 == len(set(result.hashes))
+    assert set(result.hashes) <= set(table.by_hash())
+    assert result.best_after(12) >= result.best_after(5)
+    assert result.tokens_after(12) == sum(table.by_hash()[h].tokens for h in result.hashes)
+
+
+def test_a_replay_table_round_trips_and_a_bad_one_is_refused(
+    table: ReplayTable, tmp_path: Path
+) -> None:
+    path = tmp_path / "t.json"
+    table.save(path)
+    again = ReplayTable.load(path)
+    assert again.synthetic and again.by_hash().keys() == table.by_hash().keys()
+    path.write_text('{"format": "other"}')
+    with pytest.raises(AgentDesignError, match="not a replay table"):
+        ReplayTable.load(path)
+
+
+def test_a_replay_table_exports_from_an_archive(archive: Archive) -> None:
+    run_search(
+        archive,
+        config("exp", "random", budget=Budget(max_agents=3)),
+        llm=FakeChatModel(cot_is_right),
+    )
+    table = ReplayTable.from_archive(archive, benchmark="gsm8k")
+    assert len(table.designs) == 3 and len(table.task_ids) == 6 and not table.synthetic
+    best = archive.leaderboard(run_name="exp", limit=1)[0]
+    assert table.ranked()[0].mean == best.mean
