@@ -39,6 +39,7 @@ def evaluate_agent(
     its mean and bootstrap interval, or None when `should_stop` ended it part-way: the partial
     evaluation stays in the archive, marked running, and the next call completes it.
     """
+    benchmark.check_ready(spec)  # e.g. Java, or a workflow that can play an environment
     archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
     evaluation = archive.get_or_create_evaluation(
         agent_hash=spec.spec_hash,

@@ -8,18 +8,21 @@ a benchmark means writing one class.
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
 import hashlib
 import importlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from agentdesign.components._errors import AgentDesignError
+from agentdesign.components._runtime import AgentSpec, Environment
 
 __all__ = [
     "Benchmark",
@@ -36,7 +39,12 @@ __all__ = [
 
 # Modules whose import registers the built-in benchmarks; imported on first registry lookup so the
 # registry is complete whichever module the caller happened to import first.
-_BUILTIN_MODULES = ("agentdesign.evaluators._gsm8k", "agentdesign.evaluators._humaneval")
+_BUILTIN_MODULES = (
+    "agentdesign.evaluators._gsm8k",
+    "agentdesign.evaluators._humaneval",
+    "agentdesign.evaluators._textworld",
+    "agentdesign.evaluators._scienceworld",
+)
 
 
 # mypy run on files (not `-p agentdesign`) cannot resolve `agentdesign.*` under the package-dir
@@ -127,6 +135,15 @@ class Benchmark(abc.ABC):
     @abc.abstractmethod
     def score(self, task: Task, prediction: str) -> Score:
         """Scores an agent's final output for `task`."""
+
+    def check_ready(self, spec: AgentSpec | None = None) -> None:
+        """Raises BenchmarkError, before a run writes anything, if this benchmark cannot run here
+        (or cannot run `spec`); single-turn benchmarks always can."""
+        return None
+
+    def environment(self, task: Task) -> AbstractContextManager[Environment | None]:
+        """The environment `task` is played in, for interactive benchmarks; None otherwise."""
+        return contextlib.nullcontext()
 
     def task(self, task_id: str) -> Task:
         """The pool task with this id."""

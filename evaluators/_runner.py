@@ -50,14 +50,22 @@ def examples_from_tasks(tasks: Sequence[Task]) -> list[Example]:
 def run_task(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
     """Runs and scores one task; model failures and empty outputs score 0 and say why.
 
+    An interactive task is played in the environment its benchmark provides and scores what the
+    environment scored when the episode ended (`Episode`), a budget or model failure included.
+
     The details keep the scorer's findings and the task's full trace (every model and tool call
     with its tokens, cost, latency and error), so a result can be audited from the archive alone.
     """
     started = time.perf_counter()
-    result = agent.run(task.question)
+    with benchmark.environment(task) as environment:
+        result = agent.run(task.question, environment=environment)
     latency = time.perf_counter() - started
     details: dict[str, Any]
-    if result.error_kind is not None:
+    if result.episode is not None:  # the environment's score, however the episode ended
+        score, details = result.episode.score, {"episode": dataclasses.asdict(result.episode)}
+        if result.error_kind is not None:
+            details["error"] = result.error_kind
+    elif result.error_kind is not None:
         score, details = 0.0, {"error": result.error_kind}
     else:
         scored = benchmark.score(task, result.output)

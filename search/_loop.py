@@ -7,6 +7,7 @@ and never run again, and the trial that was in flight is completed rather than a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,9 @@ from agentdesign.components import (
 )
 from agentdesign.evaluators import (
     Benchmark,
+    InteractiveBenchmark,
     TaskOutcome,
+    episode_workflows,
     examples_from_tasks,
     get_benchmark,
     make_split,
@@ -142,6 +145,7 @@ def run_search(
 ) -> RunSummary:
     """Starts a new run named `config.name` and searches until its budget is spent."""
     benchmark = get_benchmark(config.benchmark)
+    benchmark.check_ready()  # e.g. Java for an interactive benchmark, before anything is written
     space = config.space()  # validates the space before anything is written
     make_sampler(config.strategy, seed=config.seed)  # likewise the strategy name
     if llm is None:
@@ -180,7 +184,18 @@ def resume_search(
     if budget is not None:
         config = RunConfig.from_dict({**config.to_dict(), "budget": asdict(budget)})
     benchmark = get_benchmark(config.benchmark)
+    benchmark.check_ready()
     return _Search(archive, run, config, config.space(), benchmark, llm, reporter).drive()
+
+
+def _playable(space: SearchSpace, benchmark: Benchmark) -> SearchSpace:
+    """The space narrowed to the workflows that can play an interactive benchmark's episodes
+    (all of them when the space allows none, as the single-pass `quick` preset does)."""
+    if not isinstance(benchmark, InteractiveBenchmark):
+        return space
+    playable = episode_workflows()
+    workflows = tuple(n for n in space.components("workflow") if n in playable) or playable
+    return dataclasses.replace(space, choices={**space.choices, "workflow": workflows})
 
 
 class _Search:
@@ -199,7 +214,7 @@ class _Search:
         self.archive = archive
         self.run = run
         self.config = config
-        self.space = space
+        self.space = _playable(space, benchmark)
         self.benchmark = benchmark
         self.llm = llm if llm is not None else default_chat_model(api_base=config.api_base)
         self.reporter = reporter or _SilentReporter()
