@@ -49,6 +49,7 @@ def evaluate_agent(
     every `lease_s / 3` seconds; if it dies, the lease runs out after `lease_s` and one of them
     takes over.
     """
+    benchmark.check_ready(spec)  # e.g. Java, or a workflow that can play an environment
     archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
     evaluation = archive.get_or_create_evaluation(
         agent_hash=spec.spec_hash,

@@ -69,8 +69,8 @@ class TaskBudgetExceeded(Exception):
 class CallRecord:
     """One step of a task's trace: a model call or a tool call."""
 
-    kind: str  # "llm" or "tool"
-    role: str  # which part of the agent made the call, e.g. "solver" or "calculator"
+    kind: str  # "llm", "tool" or "env" (an environment's reset or step)
+    role: str  # which part made the call, e.g. "solver", "calculator"; "reset" or "step" for env
     input: str
     output: str
     prompt_tokens: int = 0
@@ -114,6 +114,54 @@ class Trace:
     def check_before_call(self) -> None:
         if self.llm_calls >= self.budget.max_calls:
             raise TaskBudgetExceeded(f"more than {self.budget.max_calls} model calls")
+
+
+# --------------------------------------------------------------------------------------------------
+# Interactive environments
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvState:
+    """What an environment shows after a reset or a step: the observation, the actions it offers
+    now, whether the episode is over, and the episode's score so far, in [0, 1]."""
+
+    observation: str
+    valid_actions: tuple[str, ...] = ()
+    done: bool = False
+    score: float = 0.0
+
+
+class Environment(Protocol):
+    """An interactive task (a text game, a simulated lab) that an agent plays one action at a time.
+
+    The benchmark that owns the task builds it; the runtime only resets it and steps it.
+    `max_steps` is the task's step limit: an episode not done after that many steps is stopped and
+    recorded as a budget stop.
+    """
+
+    max_steps: int
+
+    def reset(self) -> EnvState: ...
+
+    def step(self, action: str) -> EnvState: ...
+
+
+class EnvironmentFailed(Exception):
+    """The environment itself broke (e.g. its simulator died): the task fails, the run goes on."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """How an episode ended: the environment's score, the steps taken, and whether it finished.
+
+    An episode cut short (step limit, call budget, a failed model call) keeps the score it reached:
+    the environment measured it, not a parse of the agent's output.
+    """
+
+    score: float
+    steps: int
+    done: bool
 
 
 # --------------------------------------------------------------------------------------------------
@@ -520,9 +568,11 @@ class Reflection(Component):
 
 @dataclass(frozen=True, kw_only=True)
 class Workflow(Component):
-    """How the calls of one task are orchestrated."""
+    """How the calls of one task are orchestrated; `plays_episodes` if it can play an
+    environment's episode (the solver then holds the environment)."""
 
     slot: ClassVar[str] = "workflow"
+    plays_episodes: ClassVar[bool] = False
 
     def run(self, solver: Solver, question: str) -> Attempt:
         raise NotImplementedError
@@ -702,8 +752,9 @@ class AgentResult:
     answer: str
     output: str
     trace: tuple[CallRecord, ...]
-    error_kind: str | None = None  # "llm", "budget" or "empty_output"
+    error_kind: str | None = None  # "llm", "budget", "environment" or "empty_output"
     error: str | None = None
+    episode: Episode | None = None  # how the task's episode ended, for an interactive task
 
     @property
     def prompt_tokens(self) -> int:
@@ -732,13 +783,25 @@ class Solver:
 
     One solver serves one task. Every call is recorded in the task's trace with the role that made
     it; `complaints` collects what reviewers objected to, for an experience memory to learn from.
+    An interactive task's `environment` is played through `start_episode` and `act`.
     """
 
-    def __init__(self, spec: AgentSpec, llm: ChatModel, trace: Trace, recall: Recall) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        llm: ChatModel,
+        trace: Trace,
+        recall: Recall,
+        *,
+        environment: Environment | None = None,
+    ) -> None:
         self.spec = spec
         self.llm = llm
         self.trace = trace
         self.recall = recall
+        self.environment = environment
+        self.env_state: EnvState | None = None  # None until the episode starts
+        self.env_steps = 0
         self.planning = _slot(spec, "planning", Planning)
         self.reasoning = _slot(spec, "reasoning", Reasoning)
         self.tool = _slot(spec, "tool", Tool)
@@ -799,6 +862,44 @@ class Solver:
             )
         )
         return observation
+
+    def start_episode(self) -> EnvState:
+        """Resets the environment; its first observation is the problem to solve."""
+        if self.environment is None:
+            raise ValueError("this task has no environment to play")
+        self.env_state = self._env_call("reset", "", self.environment.reset)
+        return self.env_state
+
+    def act(self, action: str) -> EnvState:
+        """One step of the episode, recorded with the action and the observation it got back.
+
+        Raises TaskBudgetExceeded when the step limit is reached and the episode is not done.
+        """
+        if self.environment is None or self.env_state is None:
+            raise ValueError("act() needs a started episode")
+        environment = self.environment
+        self.env_state = self._env_call("step", action, lambda: environment.step(action))
+        self.env_steps += 1
+        if not self.env_state.done and self.env_steps >= environment.max_steps:
+            raise TaskBudgetExceeded(f"step limit: {environment.max_steps} environment steps")
+        return self.env_state
+
+    def _env_call(self, role: str, action: str, call: Callable[[], EnvState]) -> EnvState:
+        started = time.perf_counter()
+        try:
+            state = call()
+        except EnvironmentFailed as exc:
+            self.trace.add(CallRecord("env", role, action, "", error=str(exc)))
+            raise
+        latency = time.perf_counter() - started
+        self.trace.add(CallRecord("env", role, action, state.observation, latency_s=latency))
+        return state
+
+    def episode(self) -> Episode | None:
+        """How the episode stands (None if none was started)."""
+        if self.env_state is None:
+            return None
+        return Episode(score=self.env_state.score, steps=self.env_steps, done=self.env_state.done)
 
     def messages(
         self,
@@ -925,21 +1026,31 @@ class Agent:
         self.store = MemoryStore(self.examples)
         self.budget = budget or TaskBudget()
 
-    def run(self, question: str) -> AgentResult:
+    def run(self, question: str, *, environment: Environment | None = None) -> AgentResult:
+        """Runs one task; an interactive task's `environment` is played as an episode."""
+        if environment is not None and not self.workflow.plays_episodes:
+            raise ValueError(f"workflow '{self.workflow.name}' cannot play an environment")
         trace = Trace(budget=self.budget)
-        solver = Solver(self.spec, self.llm, trace, self.memory.recall(question, self.store))
+        recall = self.memory.recall(question, self.store)
+        solver = Solver(self.spec, self.llm, trace, recall, environment=environment)
+        attempt, error_kind, error = Attempt("", ""), None, None
         try:
             attempt = self.workflow.run(solver, question)
         except LLMCallError as exc:
-            return AgentResult("", "", tuple(trace.records), "llm", str(exc))
+            error_kind, error = "llm", str(exc)
         except TaskBudgetExceeded as exc:
-            return AgentResult("", "", tuple(trace.records), "budget", str(exc))
+            error_kind, error = "budget", str(exc)
+        except EnvironmentFailed as exc:
+            error_kind, error = "environment", str(exc)
         finally:
             self.memory.learn(self.store, question, solver.complaints)
-        if not attempt.output.strip():
-            return AgentResult("", "", tuple(trace.records), "empty_output", "no output to score")
-        return AgentResult(attempt.answer, attempt.output, tuple(trace.records))
+        episode = solver.episode()
+        if error_kind is None and episode is None and not attempt.output.strip():
+            error_kind, error = "empty_output", "no output to score"
+        if error_kind is not None:
+            return AgentResult("", "", tuple(trace.records), error_kind, error, episode)
+        return AgentResult(attempt.answer, attempt.output, tuple(trace.records), episode=episode)
 
-    async def arun(self, question: str) -> AgentResult:
+    async def arun(self, question: str, *, environment: Environment | None = None) -> AgentResult:
         """`run` in a worker thread, for callers that run many tasks from an event loop."""
-        return await asyncio.to_thread(self.run, question)
+        return await asyncio.to_thread(self.run, question, environment=environment)

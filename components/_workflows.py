@@ -8,9 +8,10 @@ them all. Standard library only, like `_runtime.py`: export copies this file ver
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -25,6 +26,7 @@ from agentdesign.components._functional import (
 )
 from agentdesign.components._runtime import (
     Attempt,
+    EnvState,
     Example,
     Solver,
     Workflow,
@@ -236,6 +238,13 @@ def _react_example(example: Example) -> str:
     return f"{thought}Action: finish[{example.answer}]"
 
 
+def _state_text(state: EnvState) -> str:
+    """An environment's observation as the model sees it, with the actions it offers now."""
+    if not state.valid_actions:
+        return state.observation
+    return f"{state.observation}\n\nValid actions: {', '.join(state.valid_actions)}"
+
+
 @register
 @dataclass(frozen=True, kw_only=True)
 class ReAct(Workflow):
@@ -244,10 +253,13 @@ class ReAct(Workflow):
 
     Uses the planning, memory and tool components; the reasoning component only caps each turn's
     tokens (its instruction gives way to this protocol), and max_steps, not the tool's max_uses,
-    bounds tool use.
+    bounds tool use. On an interactive task it plays the episode: act[...] steps the environment,
+    whose first observation is the problem; the episode ends when the environment says it is
+    done, at finish[...], or at the task's step limit or call budget, not at max_steps.
     """
 
     name: ClassVar[str] = "react"
+    plays_episodes: ClassVar[bool] = True
     max_steps: int = param(5, low=2, high=8, doc="model turns before giving up")
     instruction: str = param(
         "Solve the problem in turns. In each turn write one line 'Thought: <your reasoning>', then "
@@ -259,17 +271,24 @@ class ReAct(Workflow):
     def run(self, solver: Solver, question: str) -> Attempt:
         tool = solver.tool
         actions = {tool.action: tool.action_doc} if tool.action else {}
-        actions["finish"] = "ends the task with your final answer, e.g. finish[42]"
+        turns: Iterable[int]
+        if solver.environment is None:
+            problem, turns = question, range(self.max_steps)
+            actions["finish"] = "ends the task with your final answer, e.g. finish[42]"
+        else:
+            problem, turns = _state_text(solver.start_episode()), itertools.count()
+            actions["act"] = "does one thing in the environment, e.g. act[look around]"
+            actions["finish"] = "gives up the episode (it ends by itself when the task is done)"
         listing = "\n".join(f"- {name}[...]: {doc}" for name, doc in actions.items())
-        context = solver.plan(question, seed=0)
+        context = solver.plan(problem, seed=0)
         messages = solver.messages(
-            question,
+            problem,
             system=f"{self.instruction}\n\nActions:\n{listing}",
             context=context,
             render=_react_example,
         )
         text = ""
-        for _ in range(self.max_steps):
+        for _ in turns:
             text = solver.call(
                 "solver", messages, temperature=0.0, seed=0, max_tokens=solver.reasoning.max_tokens
             )
@@ -280,7 +299,12 @@ class ReAct(Workflow):
                 said, name, argument = step
                 if name == "finish":
                     return Attempt(output=said, answer=argument.strip(), context=context)
-                if name in actions:
+                if name == "act" and "act" in actions:
+                    state = solver.act(argument.strip())
+                    if state.done:
+                        return Attempt(output=said, answer=argument.strip(), context=context)
+                    observation = _state_text(state)
+                elif name in actions:
                     observation = solver.use_tool(argument).text
                 else:
                     observation = f"unknown action '{name}'; use one of: {', '.join(actions)}"

@@ -23,6 +23,7 @@ from agentdesign.evaluators._bfcl import (
     parse_calls,
 )
 from agentdesign.evaluators._custom import FileBenchmark, open_file_benchmark
+from agentdesign.evaluators._environments import InteractiveBenchmark, episode_workflows
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
 from agentdesign.evaluators._humaneval import HumanEval
 from agentdesign.evaluators._runner import (
@@ -31,6 +32,7 @@ from agentdesign.evaluators._runner import (
     examples_from_tasks,
     run_task,
 )
+from agentdesign.evaluators._scienceworld import ScienceWorld
 from agentdesign.evaluators._stats import (
     PairedComparison,
     ScoreSummary,
@@ -38,10 +40,12 @@ from agentdesign.evaluators._stats import (
     paired_difference,
     summarize,
 )
+from agentdesign.evaluators._textworld import TWX_GAMES, TextWorldExpress
 
 __all__ = [
     "BFCL",
     "GSM8K",
+    "TWX_GAMES",
     "BFCLIrrelevance",
     "BFCLMultiple",
     "BFCLSimple",
@@ -49,15 +53,19 @@ __all__ = [
     "BenchmarkError",
     "FileBenchmark",
     "HumanEval",
+    "InteractiveBenchmark",
     "PairedComparison",
+    "ScienceWorld",
     "Score",
     "ScoreSummary",
     "Split",
     "Task",
     "TaskOutcome",
+    "TextWorldExpress",
     "available_benchmarks",
     "bootstrap_ci",
     "check_call",
+    "episode_workflows",
     "evaluate_tasks",
     "examples_from_tasks",
     "extract_final_number",

@@ -8,18 +8,21 @@ a benchmark means writing one class.
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
 import hashlib
 import importlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from agentdesign.components._errors import AgentDesignError
+from agentdesign.components._runtime import AgentSpec, Environment
 
 __all__ = [
     "Benchmark",
@@ -40,6 +43,8 @@ _BUILTIN_MODULES = (
     "agentdesign.evaluators._gsm8k",
     "agentdesign.evaluators._humaneval",
     "agentdesign.evaluators._bfcl",
+    "agentdesign.evaluators._textworld",
+    "agentdesign.evaluators._scienceworld",
 )
 # `get_benchmark("jsonl:PATH")` opens a user's data file (evaluators/_custom.py) instead.
 FILE_PREFIX = "jsonl:"
@@ -143,6 +148,15 @@ class Benchmark(abc.ABC):
     def reference(self) -> str:
         """What `get_benchmark` needs to open this benchmark again from anywhere (runs store it)."""
         return self.name
+
+    def check_ready(self, spec: AgentSpec | None = None) -> None:
+        """Raises BenchmarkError, before a run writes anything, if this benchmark cannot run here
+        (or cannot run `spec`); single-turn benchmarks always can."""
+        return None
+
+    def environment(self, task: Task) -> AbstractContextManager[Environment | None]:
+        """The environment `task` is played in, for interactive benchmarks; None otherwise."""
+        return contextlib.nullcontext()
 
     def task(self, task_id: str) -> Task:
         """The pool task with this id."""

@@ -59,6 +59,9 @@ def run_task(
 ) -> TaskOutcome:
     """Runs and scores one task; failures score 0 and say why (see `TaskOutcome.error_kind`).
 
+    An interactive task is played in the environment its benchmark provides and scores what the
+    environment scored when the episode ended (`Episode`), a budget or model failure included.
+
     The details keep the scorer's findings and the task's full trace (every model and tool call
     with its tokens, cost, latency and error), so a result can be audited from the archive alone.
 
@@ -101,11 +104,17 @@ def run_task(
 
 def _run_and_score(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
     started = time.perf_counter()
-    result = agent.run(task.question)
+    with benchmark.environment(task) as environment:
+        result = agent.run(task.question, environment=environment)
     latency = time.perf_counter() - started
     details: dict[str, Any]
     error_kind: str | None
-    if result.error_kind is not None:
+    if result.episode is not None:  # the environment's score, however the episode ended
+        score, details = result.episode.score, {"episode": dataclasses.asdict(result.episode)}
+        error_kind, error = result.error_kind, result.error
+        if error_kind is not None:
+            details["error"] = error_kind
+    elif result.error_kind is not None:
         score, details = 0.0, {"error": result.error_kind}
         error_kind, error = result.error_kind, result.error
     else:

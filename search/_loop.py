@@ -13,6 +13,7 @@ so workers together never evaluate more agents than it allows.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -40,8 +41,10 @@ from agentdesign.components import (
 )
 from agentdesign.evaluators import (
     Benchmark,
+    InteractiveBenchmark,
     TaskOutcome,
     bootstrap_ci,
+    episode_workflows,
     examples_from_tasks,
     get_benchmark,
     make_split,
@@ -187,6 +190,7 @@ def _create_run(archive: Archive, config: RunConfig, *, llm: ChatModel | None) -
     # Stored as the benchmark's reference (a data file's absolute path), so resume and export
     # reopen the same benchmark from any directory.
     config = replace(config, benchmark=benchmark.reference)
+    benchmark.check_ready()  # e.g. Java for an interactive benchmark, before anything is written
     config.space()  # validates the space before anything is written
     # likewise the strategy name and objective
     make_strategy(
@@ -286,7 +290,18 @@ def _stored_search(
     if budget is not None:
         config = RunConfig.from_dict({**config.to_dict(), "budget": asdict(budget)})
     benchmark = get_benchmark(config.benchmark)
+    benchmark.check_ready()
     return _Search(archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s)
+
+
+def _playable(space: SearchSpace, benchmark: Benchmark) -> SearchSpace:
+    """The space narrowed to the workflows that can play an interactive benchmark's episodes
+    (all of them when the space allows none, as the single-pass `quick` preset does)."""
+    if not isinstance(benchmark, InteractiveBenchmark):
+        return space
+    playable = episode_workflows()
+    workflows = tuple(n for n in space.components("workflow") if n in playable) or playable
+    return dataclasses.replace(space, choices={**space.choices, "workflow": workflows})
 
 
 class _Search:
@@ -306,7 +321,7 @@ class _Search:
         self.archive = archive
         self.run = run
         self.config = config
-        self.space = space
+        self.space = _playable(space, benchmark)
         self.benchmark = benchmark
         self.llm = llm if llm is not None else default_chat_model(api_base=config.api_base)
         self.reporter = reporter or Reporter()
@@ -324,7 +339,7 @@ class _Search:
             stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(),
         )
         self.strategy = make_strategy(
-            config.strategy, space=space, seed=config.seed, objective=config.objective
+            config.strategy, space=self.space, seed=config.seed, objective=config.objective
         )
         # Pruning compares per-task scores with the best trial's; optuna prunes one objective only.
         self.pruning = config.prune and config.objective == "score"

@@ -1,0 +1,335 @@
+"""Interactive benchmarks: the ReAct workflow plays environment episodes, scored by the environment.
+
+The orchestration tests use a tiny pure-Python environment; the TextWorldExpress and ScienceWorld
+tests start the real simulators (Java). Their simulators are pooled per process, so the JVMs start
+once for the whole module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from typer.testing import CliRunner
+
+from agentdesign.components import (
+    Agent,
+    AgentSpec,
+    EnvironmentFailed,
+    EnvState,
+    FakeChatModel,
+    TaskBudget,
+)
+from agentdesign.components._runtime import Message
+from agentdesign.evaluators import (
+    BenchmarkError,
+    InteractiveBenchmark,
+    Task,
+    get_benchmark,
+    run_task,
+)
+from agentdesign.evaluators._environments import _check_simulator
+from agentdesign.search._space import SPACE_PRESETS, SearchSpace
+
+REACT = AgentSpec.create(model="fake/model", workflow="react")
+TWX_NAMES = ("twx-arithmetic", "twx-coin", "twx-sorting", "twx-cooking")
+
+
+# --- a tiny environment, for the orchestration --------------------------------------------------
+
+
+class CountToThree:
+    """Say 'inc' three times: each scores a third. Anything else is an unknown action."""
+
+    def __init__(self, *, max_steps: int = 10) -> None:
+        self.max_steps = max_steps
+        self.count = 0
+
+    def reset(self) -> EnvState:
+        self.count = 0
+        return EnvState("Count to three.", valid_actions=("inc", "look"))
+
+    def step(self, action: str) -> EnvState:
+        if action == "inc":
+            self.count += 1
+            observation = f"The count is {self.count}."
+        else:
+            observation = f"Unknown action: {action}"
+        return EnvState(
+            observation,
+            valid_actions=("inc", "look"),
+            done=self.count >= 3,
+            score=self.count / 3,
+        )
+
+
+def scripted(turns: Sequence[str]) -> FakeChatModel:
+    """A fake model that says turns[i] at its i-th turn of a task (the last one from then on)."""
+
+    def respond(
+        model: str, messages: Sequence[Message], temperature: float, seed: int | None
+    ) -> str:
+        done = sum(1 for m in messages if m["role"] == "assistant")
+        return turns[min(done, len(turns) - 1)]
+
+    return FakeChatModel(respond)
+
+
+def act(*actions: str) -> list[str]:
+    return [f"Thought: next.\nAction: act[{a}]" for a in actions]
+
+
+def test_react_plays_an_episode_and_the_trace_holds_each_step() -> None:
+    llm = scripted(act("inc", "inc", "inc"))
+    result = Agent(REACT, llm=llm).run("count", environment=CountToThree())
+    assert result.error_kind is None
+    assert result.episode is not None
+    assert (result.episode.score, result.episode.steps, result.episode.done) == (1.0, 3, True)
+    kinds = [(r.kind, r.role, r.input) for r in result.trace]
+    assert kinds == [
+        ("env", "reset", ""),
+        ("llm", "solver", "Count to three.\n\nValid actions: inc, look"),
+        ("env", "step", "inc"),
+        ("llm", "solver", "Observation: The count is 1.\n\nValid actions: inc, look"),
+        ("env", "step", "inc"),
+        ("llm", "solver", "Observation: The count is 2.\n\nValid actions: inc, look"),
+        ("env", "step", "inc"),
+    ]
+    system = dict(llm.calls[0].messages[0])["content"]
+    assert "act[...]" in system and "finish[...]" in system
+
+
+def test_invalid_actions_are_fed_back_as_observations() -> None:
+    turns = ["Thought: hm.", "Action: dance[now]", *act("jump", "inc", "inc", "inc")]
+    llm = scripted(turns)
+    result = Agent(REACT, llm=llm).run("count", environment=CountToThree())
+    assert result.episode is not None and result.episode.score == 1.0
+    shown = [dict(call.messages[-1])["content"] for call in llm.calls[1:4]]
+    assert shown[0].startswith("Observation: no action found")
+    assert shown[1].startswith("Observation: unknown action 'dance'; use one of: act, finish")
+    assert shown[2].startswith("Observation: Unknown action: jump")
+    assert result.episode.steps == 4  # the environment counts the invalid 'jump'
+
+
+def test_the_step_limit_stops_the_episode_as_a_budget_stop_keeping_its_score() -> None:
+    env = CountToThree(max_steps=2)
+    result = Agent(REACT, llm=scripted(act("inc"))).run("count", environment=env)
+    assert result.error_kind == "budget"
+    assert result.error is not None and "step limit: 2 environment steps" in result.error
+    assert result.episode is not None
+    assert (result.episode.steps, result.episode.done) == (2, False)
+    assert result.episode.score == pytest.approx(2 / 3)
+    assert sum(1 for r in result.trace if r.role == "step") == 2
+
+
+def test_giving_up_with_finish_ends_the_episode() -> None:
+    turns = [*act("inc"), "Thought: stuck.\nAction: finish[done]"]
+    result = Agent(REACT, llm=scripted(turns)).run("count", environment=CountToThree())
+    assert result.error_kind is None and result.answer == "done"
+    assert result.episode is not None
+    assert (result.episode.steps, result.episode.done) == (1, False)
+
+
+def test_a_failing_environment_fails_the_task_not_the_run() -> None:
+    class Broken(CountToThree):
+        def step(self, action: str) -> EnvState:
+            raise EnvironmentFailed("the simulator died")
+
+    result = Agent(REACT, llm=scripted(act("inc"))).run("count", environment=Broken())
+    assert result.error_kind == "environment"
+    assert result.trace[-1].error == "the simulator died"
+
+
+def test_only_workflows_that_play_episodes_get_an_environment() -> None:
+    single = AgentSpec.create(model="fake/model", workflow="single")
+    with pytest.raises(ValueError, match="cannot play"):
+        Agent(single, llm=scripted(["x"])).run("count", environment=CountToThree())
+    with pytest.raises(BenchmarkError, match="workflow 'single' cannot play it"):
+        get_benchmark("twx-coin").check_ready(single)
+
+
+def test_the_search_narrows_the_space_to_playing_workflows() -> None:
+    from agentdesign.search._loop import _playable
+
+    quick = SearchSpace(model="fake/model", **SPACE_PRESETS["quick"])
+    assert _playable(quick, get_benchmark("twx-coin")).components("workflow") == ("react",)
+    assert _playable(quick, get_benchmark("gsm8k")) is quick
+
+
+def test_task_ids_are_stable_and_carry_what_builds_their_environment() -> None:
+    for name in TWX_NAMES:
+        bench = get_benchmark(name)
+        assert isinstance(bench, InteractiveBenchmark)
+        tasks = bench.tasks()
+        assert len({t.id for t in tasks}) == len(tasks) == 100
+        key = name.removeprefix("twx-")
+        assert tasks[0].id == f"twx/{key}/20000" and tasks[-1].id == f"twx/{key}/20099"
+        assert tasks[0].metadata["max_steps"] == bench.max_steps > 0
+    sciworld = get_benchmark("scienceworld").tasks()
+    assert len({t.id for t in sciworld}) == len(sciworld) == 30
+    assert sciworld[0].id == "sciworld/find-living-thing/225"
+
+
+def test_a_missing_simulator_package_names_the_install_command() -> None:
+    with pytest.raises(BenchmarkError, match=r"pip install 'agentdesign\[envs\]'"):
+        _check_simulator("no_such_simulator_package")
+
+
+def test_missing_java_is_one_line_saying_how_to_install_it(tmp_path: Path) -> None:
+    """With no `java` on PATH, a run stops before it writes anything."""
+    db = tmp_path / "a.db"
+    cli = "from agentdesign.search._cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path / "nowhere")
+    args = ["run", "--benchmark", "twx-coin", "--model", "fake/m", "--storage", str(db)]
+    result = subprocess.run(
+        [sys.executable, "-c", cli, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Java" in lines[0] and "apt-get install openjdk-17-jre-headless" in lines[0]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM ad_run").fetchone() == (0,)
+
+
+# --- the real simulators (Java) ------------------------------------------------------------------
+
+
+def _java_ready() -> str | None:
+    for package in ("textworld_express", "scienceworld"):
+        if importlib.util.find_spec(package) is None:
+            return f"{package} is not installed (pip install 'agentdesign[envs]')"
+    return None if shutil.which("java") else "Java is not on PATH"
+
+
+_MISSING = _java_ready()
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def java(test: _F) -> _F:
+    """Marks a test that starts a simulator; skipped without Java, except in CI (CI=true)."""
+    skip = pytest.mark.skipif(
+        _MISSING is not None and os.environ.get("CI") != "true",
+        reason=f"{_MISSING}; these tests need the simulators",
+    )
+    return pytest.mark.java(skip(test))
+
+
+def gold_agent(bench: InteractiveBenchmark, task: Task) -> Agent:
+    return Agent(REACT, llm=scripted(act(*bench.gold_actions(task))))
+
+
+@java
+@pytest.mark.parametrize("name", TWX_NAMES)
+def test_twx_gold_path_through_react_scores_1(name: str) -> None:
+    bench = get_benchmark(name)
+    assert isinstance(bench, InteractiveBenchmark)
+    for task in bench.tasks()[:2]:
+        outcome = run_task(gold_agent(bench, task), bench, task)
+        assert outcome.score == 1.0, (task.id, outcome.details)
+        assert outcome.error_kind is None
+        steps = [r for r in outcome.details["trace"] if r["kind"] == "env" and r["role"] == "step"]
+        assert len(steps) == outcome.details["episode"]["steps"] > 0
+        assert all(s["output"] for s in steps)
+
+
+@java
+def test_scienceworld_gold_path_through_react_scores_1() -> None:
+    bench = get_benchmark("scienceworld")
+    assert isinstance(bench, InteractiveBenchmark)
+    for task_id in ("sciworld/find-non-living-thing/225", "sciworld/lifespan-longest-lived/93"):
+        task = bench.task(task_id)
+        outcome = run_task(gold_agent(bench, task), bench, task)
+        assert outcome.score == 1.0, (task.id, outcome.details)
+        first = outcome.details["trace"][0]
+        assert first["role"] == "reset" and "Task Description" in first["output"]
+
+
+@java
+def test_twx_invalid_action_and_step_limit_on_the_real_game() -> None:
+    bench = get_benchmark("twx-coin")
+    task = bench.tasks()[0]
+    outcome = run_task(Agent(REACT, llm=scripted(act("fly to the moon"))), bench, task)
+    assert outcome.error_kind == "budget" and outcome.score == 0.0
+    assert outcome.details["episode"] == {"score": 0.0, "steps": bench.max_steps, "done": False}
+    steps = [r for r in outcome.details["trace"] if r["role"] == "step"]
+    assert len(steps) == bench.max_steps
+    assert "Unknown action" in steps[0]["output"]
+
+
+@java
+def test_task_seeds_and_variations_are_in_the_simulators_test_folds() -> None:
+    twx = get_benchmark("twx-coin")
+    with twx.environment(twx.tasks()[0]) as episode:  # the pooled simulator, still unplayed
+        test_seeds = set(episode.simulator.getValidSeedsTest())
+    assert {t.metadata["seed"] for t in twx.tasks()} <= test_seeds
+    sciworld = get_benchmark("scienceworld")
+    for task in sciworld.tasks()[::5]:  # one per task name
+        with sciworld.environment(task) as episode:
+            episode.simulator.load(task.metadata["task_name"], 0, "easy")
+            assert task.metadata["variation"] in episode.simulator.get_variations_test(), task.id
+
+
+@java
+def test_cli_lists_and_runs_an_interactive_benchmark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentdesign.search import _cli, _loop
+
+    monkeypatch.setattr(_loop, "default_chat_model", lambda **_: scripted(act("look around")))
+    runner = CliRunner()
+    listed = runner.invoke(_cli.app, ["benchmarks"], env={"COLUMNS": "300"})
+    assert listed.exit_code == 0
+    for name in (*TWX_NAMES, "scienceworld"):
+        assert name in listed.stdout
+    db = tmp_path / "twx.db"
+    args = ["run", "--name", "twx", "--benchmark", "twx-arithmetic", "--model", "fake/model"]
+    args += ["--max-agents", "1", "--n-search", "2", "--n-holdout", "1", "--storage", str(db)]
+    ran = runner.invoke(_cli.app, args, env={"COLUMNS": "300"})
+    assert ran.exit_code == 0, ran.output
+    assert "twx-arithmetic" in ran.stdout and "react" in ran.stdout
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT task_id, error_kind FROM ad_task_result").fetchall()
+    assert sorted(task_id.split("/")[1] for task_id, _ in rows) == ["arithmetic"] * 3
+    assert {kind for _, kind in rows} == {"budget"}  # 'look around' until the step limit
+
+
+@java
+@pytest.mark.embedded
+def test_smollm2_plays_one_arithmetic_episode_end_to_end() -> None:
+    """The real model, three short turns: it will likely score 0, but it must really play."""
+    from agentdesign.components import build_agent
+    from agentdesign.evaluators import TextWorldExpress
+
+    bench = type(get_benchmark("twx-arithmetic"))(max_steps=3)
+    assert isinstance(bench, TextWorldExpress)
+    spec = AgentSpec.create(
+        model="embedded/smollm2-135m",
+        workflow="react",
+        reasoning={"name": "direct", "params": {"max_tokens": 32}},
+    )
+    task = bench.tasks()[0]
+    outcome = run_task(build_agent(spec, budget=TaskBudget(max_calls=3)), bench, task)
+    trace = outcome.details["trace"]
+    assert trace[0]["role"] == "reset" and "math problem" in trace[0]["output"]
+    turns = [r for r in trace if r["kind"] == "llm"]
+    assert turns and all(r["error"] is None and r["output"] for r in turns)
+    assert all(r["input"].startswith("Observation: ") for r in turns[1:])  # each turn fed back
+    steps = [r for r in trace if r["role"] == "step"]
+    assert len(steps) == outcome.details["episode"]["steps"] <= 3
+    assert outcome.error_kind in (None, "budget")
+    assert 0.0 <= outcome.score <= 1.0
