@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -563,9 +564,11 @@ def _export_one(spec: AgentSpec, pool: Sequence[Example], out: Path, benchmark: 
     (out / f"{stem}.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
     source = render_standalone(spec, train_examples=pool, filename=f"{stem}.py")
     (out / f"{stem}.py").write_text(source)
-    console.print(f"wrote {out / (stem + '.json')} and {out / (stem + '.py')}  ({spec.describe()})")
+    console.print(
+        escape(f"wrote {out / (stem + '.json')} and {out / (stem + '.py')}  ({spec.describe()})")
+    )
     question = benchmark.tasks()[0].question[:60]
-    console.print(f'  try it:   python {out / (stem + ".py")} "{question}..."')
+    console.print(escape(f'  try it:   python {out / (stem + ".py")} "{question}..."'))
     console.print(
         f"  or score it:  agentdesign evaluate {out / (stem + '.json')} --benchmark "
         f"{benchmark.name}"
@@ -654,7 +657,7 @@ def benchmarks() -> None:
     table.add_column("description")
     for bench_name in available_benchmarks():
         bench = get_benchmark(bench_name)
-        table.add_row(bench_name, str(len(bench.tasks())), bench.description)
+        table.add_row(bench_name, str(len(bench.tasks())), escape(bench.description))
     console.print(table)
 
 
@@ -668,7 +671,7 @@ def components() -> None:
         for comp_name in REGISTRY.names(slot):
             cls = REGISTRY.get(slot, comp_name)
             doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-            table.add_row(slot, comp_name, "", "", "", doc)
+            table.add_row(slot, comp_name, "", "", "", escape(doc))
             for info in cls.param_info():
                 if info.choices is not None:
                     span = ", ".join(map(str, info.choices))
@@ -677,7 +680,9 @@ def components() -> None:
                 else:
                     span = "fixed" if not info.searchable else ""
                 default = repr(info.default) if len(repr(info.default)) < 40 else "(text)"
-                table.add_row("", "", f"{slot}__{info.name}", default, span, info.doc)
+                table.add_row(
+                    "", "", f"{slot}__{info.name}", escape(default), span, escape(info.doc)
+                )
     console.print(table)
 
 

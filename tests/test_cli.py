@@ -135,6 +135,8 @@ def test_listings(tmp_path: Path) -> None:
                 assert f"{slot}__{info.name}" in listed.stdout
     benches = agentdesign("benchmarks", cwd=tmp_path)
     assert benches.returncode == 0 and "gsm8k" in benches.stdout and "1319" in benches.stdout
+    flat = " ".join(benches.stdout.replace("│", " ").split())
+    assert "[func(a=1," in flat  # descriptions are text, not rich markup that would eat brackets
 
 
 @pytest.mark.embedded
