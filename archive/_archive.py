@@ -41,6 +41,7 @@ from sqlalchemy.exc import (
     NoSuchModuleError,
     SQLAlchemyError,
 )
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, SQLModel, col, select
 from sqlmodel.sql.expression import Select
 
@@ -643,8 +644,13 @@ class Archive:
         if benchmark is not None:
             query = query.where(col(EvaluationRow.benchmark) == benchmark)
         if model is not None:
-            of_model = select(AgentRow.spec_hash).where(col(AgentRow.model) == model)
-            query = query.where(col(EvaluationRow.agent_hash).in_(of_model))
+            # Correlated, so that SQLite checks the rows it reads in index order and stops at the
+            # limit, instead of first listing every agent of the model.
+            agent = aliased(AgentRow)  # the query may join the agents already
+            of_model = select(agent.id).where(
+                col(agent.spec_hash) == col(EvaluationRow.agent_hash), col(agent.model) == model
+            )
+            query = query.where(of_model.exists())
         if run_name is not None:
             run = self._run_row(session, run_name)
             query = query.join(
