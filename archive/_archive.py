@@ -41,6 +41,7 @@ from sqlalchemy.exc import (
     NoSuchModuleError,
     SQLAlchemyError,
 )
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, SQLModel, col, select
 from sqlmodel.sql.expression import Select
 
@@ -81,6 +82,7 @@ _SETUP_LOCK_KEY = 0x61_64_61_72_63_68  # "adarch"
 
 _Row = TypeVar("_Row", bound=SQLModel)
 _Record = TypeVar("_Record", bound="DataclassInstance")
+_Query = TypeVar("_Query", bound=Select[*tuple[Any, ...]])
 
 
 # mypy cannot follow the editable install's package-dir mapping, so under `mypy archive/` the base
@@ -425,7 +427,14 @@ class Archive:
             raise ArchiveError(f"limit must be at least 1, not {limit}")
         with self._session() as session:
             query = self._ranked(
-                session, run_name=run_name, benchmark=benchmark, model=model, split=split
+                session,
+                select(EvaluationRow, AgentRow.spec).join(
+                    AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash)
+                ),
+                run_name=run_name,
+                benchmark=benchmark,
+                model=model,
+                split=split,
             )
             query = query.order_by(
                 col(EvaluationRow.mean).desc(),
@@ -483,15 +492,23 @@ class Archive:
             best_before = (
                 func.max(EvaluationRow.mean).over(order_by=order, rows=(None, -1)).label("best")
             )
-            ranked = self._ranked(
-                session, run_name=run_name, benchmark=benchmark, model=model, split=split
+            # The sweep reads the evaluations alone, in the order of their Pareto index; only the
+            # few rows on the front are joined to their agents.
+            sweep = self._ranked(
+                session,
+                select(col(EvaluationRow.id), col(EvaluationRow.mean), best_before),
+                run_name=run_name,
+                benchmark=benchmark,
+                model=model,
+                split=split,
+            ).subquery()
+            front = select(sweep.c.id).where(
+                or_(sweep.c.best.is_(None), sweep.c.mean > sweep.c.best)
             )
-            sweep = ranked.with_only_columns(col(EvaluationRow.id), best_before).subquery()
             query = (
                 select(EvaluationRow, AgentRow.spec)
-                .join(sweep, sweep.c.id == col(EvaluationRow.id))
                 .join(AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash))
-                .where(or_(sweep.c.best.is_(None), col(EvaluationRow.mean) > sweep.c.best))
+                .where(col(EvaluationRow.id).in_(front))
                 .order_by(*order)
             )
             return [
@@ -611,23 +628,29 @@ class Archive:
     def _ranked(
         self,
         session: Session,
+        query: _Query,
         *,
         run_name: str | None,
         benchmark: str | None,
         model: str | None,
         split: str,
-    ) -> Select[EvaluationRow, Mapping[Any, Any]]:
-        """Complete evaluations on `split` with their agent's spec, filtered as asked."""
+    ) -> _Query:
+        """`query`, a select from the evaluations, narrowed to the complete ones on `split` and
+        filtered as asked. The agents are not joined: the Pareto sweep reads every candidate."""
         _choice(split, SPLITS, "split")
-        query = (
-            select(EvaluationRow, AgentRow.spec)
-            .join(AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash))
-            .where(col(EvaluationRow.split) == split, col(EvaluationRow.status) == "complete")
+        query = query.where(
+            col(EvaluationRow.split) == split, col(EvaluationRow.status) == "complete"
         )
         if benchmark is not None:
             query = query.where(col(EvaluationRow.benchmark) == benchmark)
         if model is not None:
-            query = query.where(col(AgentRow.model) == model)
+            # Correlated, so that SQLite checks the rows it reads in index order and stops at the
+            # limit, instead of first listing every agent of the model.
+            agent = aliased(AgentRow)  # the query may join the agents already
+            of_model = select(agent.id).where(
+                col(agent.spec_hash) == col(EvaluationRow.agent_hash), col(agent.model) == model
+            )
+            query = query.where(of_model.exists())
         if run_name is not None:
             run = self._run_row(session, run_name)
             query = query.join(
