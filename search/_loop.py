@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import time
 import warnings
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -31,6 +32,7 @@ from agentdesign.archive import (
     Heartbeat,
     RunRecord,
     evaluate_agent,
+    worker_id,
 )
 from agentdesign.components import (
     AgentDesignError,
@@ -255,7 +257,12 @@ def run_worker(
             _create_run(archive, config, llm=llm)
         except ArchiveError:
             archive.get_run(config.name)  # another worker created it meanwhile; else re-raise
-    return _stored_search(archive, config.name, None, llm, reporter, heartbeat_s).drive()
+    # Each worker seeds its strategy apart, or all would propose the same designs in the same order
+    # and queue behind one another's leases (bench/workers.py measured exactly that).
+    strategy_seed = config.seed + zlib.crc32(worker_id().encode())
+    return _stored_search(
+        archive, config.name, None, llm, reporter, heartbeat_s, strategy_seed=strategy_seed
+    ).drive()
 
 
 def finalize_run(
@@ -284,6 +291,8 @@ def _stored_search(
     llm: ChatModel | None,
     reporter: Reporter | None,
     heartbeat_s: int,
+    *,
+    strategy_seed: int | None = None,
 ) -> _Search:
     run = archive.get_run(name)
     config = RunConfig.from_dict(run.config)
@@ -291,7 +300,17 @@ def _stored_search(
         config = RunConfig.from_dict({**config.to_dict(), "budget": asdict(budget)})
     benchmark = get_benchmark(config.benchmark)
     benchmark.check_ready()
-    return _Search(archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s)
+    return _Search(
+        archive,
+        run,
+        config,
+        config.space(),
+        benchmark,
+        llm,
+        reporter,
+        heartbeat_s,
+        strategy_seed=config.seed if strategy_seed is None else strategy_seed,
+    )
 
 
 def _playable(space: SearchSpace, benchmark: Benchmark) -> SearchSpace:
@@ -317,6 +336,7 @@ class _Search:
         llm: ChatModel | None,
         reporter: Reporter | None,
         heartbeat_s: int,
+        strategy_seed: int | None = None,
     ) -> None:
         self.archive = archive
         self.run = run
@@ -339,7 +359,10 @@ class _Search:
             stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(),
         )
         self.strategy = make_strategy(
-            config.strategy, space=self.space, seed=config.seed, objective=config.objective
+            config.strategy,
+            space=self.space,
+            seed=config.seed if strategy_seed is None else strategy_seed,
+            objective=config.objective,
         )
         # Pruning compares per-task scores with the best trial's; optuna prunes one objective only.
         self.pruning = config.prune and config.objective == "score"
