@@ -25,7 +25,9 @@ import optuna
 from sqlalchemy import (
     URL,
     Connection,
+    case,
     create_engine,
+    distinct,
     event,
     func,
     insert,
@@ -34,6 +36,7 @@ from sqlalchemy import (
     or_,
     update,
 )
+from sqlalchemy import select as sql_select  # sqlmodel's select types at most four columns
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
@@ -449,21 +452,32 @@ class Archive:
             ]
 
     def run_totals(self, run_name: str) -> RunTotals:
+        """Sums over the run's evaluations, in SQL: a resume at 10,000 agents calls this often."""
+        agent = col(EvaluationRow.agent_hash)
+        complete = case((col(EvaluationRow.status) == "complete", agent))
         with self._session() as session:
             run = self._run_row(session, run_name)
-            evaluations = session.exec(
-                select(EvaluationRow)
+            query = (
+                sql_select(
+                    func.count(distinct(agent)),
+                    func.count(distinct(complete)),
+                    func.coalesce(func.sum(EvaluationRow.prompt_tokens), 0),
+                    func.coalesce(func.sum(EvaluationRow.completion_tokens), 0),
+                    func.coalesce(func.sum(EvaluationRow.cost), 0.0),
+                    func.coalesce(func.sum(EvaluationRow.wall_s), 0.0),
+                )
                 .join(RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id))
                 .where(col(RunEntryRow.run_id) == run.id)
-            ).all()
+            )
+            n_agents, n_complete, prompt, completion, cost, wall = session.execute(query).one()
         return RunTotals(
             run_name=run_name,
-            n_agents=len({row.agent_hash for row in evaluations}),
-            n_complete=len({row.agent_hash for row in evaluations if row.status == "complete"}),
-            prompt_tokens=sum(row.prompt_tokens for row in evaluations),
-            completion_tokens=sum(row.completion_tokens for row in evaluations),
-            cost=sum(row.cost for row in evaluations),
-            wall_s=sum(row.wall_s for row in evaluations),
+            n_agents=int(n_agents),
+            n_complete=int(n_complete),
+            prompt_tokens=int(prompt),
+            completion_tokens=int(completion),
+            cost=float(cost),
+            wall_s=float(wall),
         )
 
     # -- archive at scale: Pareto front, lineage, leases, the optuna storage ------------------
