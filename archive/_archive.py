@@ -493,37 +493,50 @@ class Archive:
         """The complete evaluations that no other beats on both score and cost, cheapest first.
 
         Cost is compared first and tokens break its ties, so for local models (cost 0) the front is
-        score against tokens. One SQL query with a window function: no row is read into Python
-        unless it is on the front.
+        score against tokens. Scores are fractions of a task set, so they take few distinct
+        values: the front is found by hopping from score to score down the leaderboard index,
+        one indexed lookup per score (the cheapest agent at that score), and stops at the score
+        of the cheapest agent overall. At 100,000 agents that is a few lookups, not a sweep.
         """
+        mean, cost, tokens = col(EvaluationRow.mean), col(EvaluationRow.cost), _tokens()
+        front: list[int] = []
         with self._session() as session:
-            order = (
-                col(EvaluationRow.cost),
-                _tokens(),
-                col(EvaluationRow.mean).desc(),
-                col(EvaluationRow.id),
-            )
-            best_before = (
-                func.max(EvaluationRow.mean).over(order_by=order, rows=(None, -1)).label("best")
-            )
-            # The sweep reads the evaluations alone, in the order of their Pareto index; only the
-            # few rows on the front are joined to their agents.
-            sweep = self._ranked(
-                session,
-                select(col(EvaluationRow.id), col(EvaluationRow.mean), best_before),
-                run_name=run_name,
-                benchmark=benchmark,
-                model=model,
-                split=split,
-            ).subquery()
-            front = select(sweep.c.id).where(
-                or_(sweep.c.best.is_(None), sweep.c.mean > sweep.c.best)
-            )
+
+            def ranked(query: _Query) -> _Query:
+                return self._ranked(
+                    session, query, run_name=run_name, benchmark=benchmark, model=model, split=split
+                )
+
+            cheapest = session.exec(
+                ranked(select(cost, tokens)).order_by(cost, tokens).limit(1)
+            ).first()
+            best_key: tuple[float, int] | None = None
+            below: float | None = None
+            while cheapest is not None and best_key != tuple(cheapest):
+                level = ranked(select(col(EvaluationRow.id), mean, cost, tokens))
+                if below is not None:
+                    level = level.where(mean < below)
+                top = session.exec(
+                    level.order_by(
+                        mean.desc(),
+                        cost,
+                        tokens,
+                        col(EvaluationRow.agent_hash),
+                        col(EvaluationRow.id),
+                    ).limit(1)
+                ).first()
+                if top is None:
+                    break
+                row_id, below, row_cost, row_tokens = top
+                key = (row_cost, row_tokens)
+                if best_key is None or key < best_key:
+                    front.append(_ident(row_id))
+                    best_key = key
             query = (
                 select(EvaluationRow, AgentRow.spec)
                 .join(AgentRow, col(AgentRow.spec_hash) == col(EvaluationRow.agent_hash))
                 .where(col(EvaluationRow.id).in_(front))
-                .order_by(*order)
+                .order_by(cost, tokens, mean.desc(), col(EvaluationRow.id))
             )
             return [
                 _leaderboard_row(rank, evaluation, spec)
