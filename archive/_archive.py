@@ -239,15 +239,20 @@ class Archive:
         spec: Mapping[str, Any],
         spec_hash: str,
         parent_hash: str | None = None,
+        co_parent_hash: str | None = None,
         operator: str | None = None,
     ) -> AgentRecord:
-        """Archives an agent once per hash; a second call returns the first one's record."""
+        """Archives an agent once per hash; a second call returns the first one's record.
+
+        `parent_hash` is the agent it was made from (mutation) or its first parent, and
+        `co_parent_hash` the second parent of a crossover or recombination."""
         spec_json = _json_object(spec, "agent spec")
         row = AgentRow(
             spec_hash=_text(spec_hash, "spec_hash"),
             spec=spec_json,
             model=spec_json["model"] if isinstance(spec_json.get("model"), str) else None,
             parent_hash=_optional_text(parent_hash, "parent_hash"),
+            co_parent_hash=_optional_text(co_parent_hash, "co_parent_hash"),
             operator=_optional_text(operator, "operator"),
             created_at=_now(),
         )

@@ -45,6 +45,7 @@ class AgentRecord:
     spec_hash: str
     spec: Mapping[str, Any]
     parent_hash: str | None
+    co_parent_hash: str | None
     operator: str | None
     created_at: datetime
 

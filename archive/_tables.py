@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 # The alembic revision of `migrations/versions/` that creates this schema bears the same number.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # The tables optuna 5's RDBStorage creates in a database it shares with the archive; an archive may
 # hold them, any other foreign table means the database belongs to something else.
@@ -107,6 +107,8 @@ class AgentRow(_Table, table=True):
     # The spec's model, copied out of the JSON so that leaderboards can filter on it by index.
     model: str | None = Field(default=None, index=True)
     parent_hash: str | None = Field(default=None, index=True)
+    # The second parent of a crossover or recombination; lineage follows `parent_hash`.
+    co_parent_hash: str | None = None
     operator: str | None = None
     created_at: datetime = _timestamp()
 

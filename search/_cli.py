@@ -331,7 +331,7 @@ def _show_lineage(archive: Archive, target: str | None) -> None:
     else:
         agent = archive.find_agent(target)
     table = Table(title=f"lineage of {agent.spec_hash[:10]}")
-    for column in ("generation", "agent", "operator", "design"):
+    for column in ("generation", "agent", "operator", "second parent", "design"):
         table.add_column(column)
     chain = archive.lineage(agent.spec_hash)
     for depth, ancestor in enumerate(chain):
@@ -339,7 +339,8 @@ def _show_lineage(archive: Archive, target: str | None) -> None:
             str(-depth),
             ancestor.spec_hash[:10],
             ancestor.operator or "-",
-            AgentSpec.from_dict(ancestor.spec).describe(),
+            (ancestor.co_parent_hash or "-")[:10],
+            escape(AgentSpec.from_dict(ancestor.spec).describe()),
         )
     console.print(table)
     missing = chain[-1].parent_hash

@@ -476,11 +476,12 @@ class _Search:
         self.storage.record_heartbeat(trial._trial_id)
         spec = self.space.suggest(trial)  # a retried trial has its parameters fixed: same design
         trial.set_user_attr("spec", spec.to_json())
-        parents = trial.user_attrs.get("parents") or [None]
+        parents = [*(trial.user_attrs.get("parents") or []), None, None]
         self.archive.add_agent(
             spec=spec.to_dict(),
             spec_hash=spec.spec_hash,
             parent_hash=parents[0],
+            co_parent_hash=parents[1],
             operator=trial.user_attrs.get("operator"),
         )
         return trial, spec

@@ -359,6 +359,11 @@ def test_agent_round_trip_and_idempotency(archive: Archive) -> None:
     )
     assert (parent.spec, parent.parent_hash, parent.operator) == (SPEC, None, None)
     assert (child.spec["prompt"], child.parent_hash, child.operator) == ("cot", "p", "mutate")
+    bred = archive.add_agent(
+        spec={**SPEC, "n": 2}, spec_hash="x", parent_hash="p", co_parent_hash="c", operator="cross"
+    )
+    assert (bred.parent_hash, bred.co_parent_hash) == ("p", "c")
+    assert parent.co_parent_hash is None
     assert archive.get_agent("c") == child
     assert archive.add_agent(spec=SPEC, spec_hash="p", operator="ignored") == parent
 

@@ -119,6 +119,12 @@ def test_guided_strategies_record_parents_and_operators(archive: Archive) -> Non
     bred = [op for op in operators if op not in ("initial", "sample")]
     assert bred, operators
     assert all(operators[op] is not None for op in bred)
+    crossed = [
+        archive.get_agent(row.agent_hash)
+        for row in archive.leaderboard(run_name="evo", limit=50)
+        if "crossover" in (archive.get_agent(row.agent_hash).operator or "")
+    ]
+    assert crossed and all(a.co_parent_hash is not None for a in crossed)  # both parents known
 
 
 @pytest.mark.parametrize("strategy", ["mcts", "evolution"])
