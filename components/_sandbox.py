@@ -519,8 +519,9 @@ def _classify(
         return "violation", stderr[marker + len(_VIOLATION_MARKER) :].partition("\n")[0]
     if returncode == _MEMORY_EXIT or (returncode > 0 and "MemoryError" in _last_line(stderr)):
         return "memory", f"memory limit of {limits.memory_mb} MB exceeded"
-    if returncode in (-signal.SIGXCPU, -signal.SIGKILL) and wall_s >= limits.cpu_s:
-        # CPU time never exceeds wall time, so a shorter run was killed for something else.
+    # Only the soft CPU limit sends SIGXCPU. Past the hard limit the kernel sends SIGKILL, which the
+    # OOM killer sends too: CPU time never exceeds wall time, so a shorter run died for memory.
+    if returncode == -signal.SIGXCPU or (returncode == -signal.SIGKILL and wall_s >= limits.cpu_s):
         return "timeout", f"CPU-time limit of {limits.cpu_s:g} s exceeded"
     if returncode == -signal.SIGKILL:
         return "memory", "killed by SIGKILL (out of memory)"

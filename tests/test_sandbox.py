@@ -98,7 +98,7 @@ def test_a_program_that_closes_its_output_still_times_out() -> None:
 
 def test_the_cpu_limit_ends_a_busy_program() -> None:
     result = run("while True:\n    pass", limits=SandboxLimits(wall_s=5.0, cpu_s=1.0))
-    assert result.kind == "timeout"
+    assert result.kind == "timeout", result
     assert "CPU-time" in result.detail
 
 
