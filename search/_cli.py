@@ -100,6 +100,10 @@ NSearchOption = Annotated[int, typer.Option(help="items each agent is scored on"
 NHoldoutOption = Annotated[int, typer.Option(help="unseen items that confirm the winners")]
 SeedOption = Annotated[int, typer.Option(help="seed of the strategy and the split")]
 ConcurrencyOption = Annotated[int, typer.Option(help="tasks run at once (1 for embedded)")]
+TaskTimeoutOption = Annotated[
+    float | None,
+    typer.Option(help="seconds a task may take; past it the task scores 0 as a timeout"),
+]
 ApiBaseOption = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")]
 SpaceOption = Annotated[
     str, typer.Option(help=f"design space: {', '.join(SPACE_PRESETS)} or a JSON file")
@@ -129,6 +133,7 @@ def _config(
     n_holdout: int,
     seed: int,
     concurrency: int,
+    task_timeout: float | None,
     api_base: str | None,
     space: str,
     confirm_top: int,
@@ -149,6 +154,7 @@ def _config(
         split_seed=seed,
         seed=seed,
         concurrency=concurrency,
+        task_timeout_s=task_timeout,
         confirm_top=confirm_top,
         api_base=api_base,
         choices=narrowing.get("choices", {}),
@@ -363,6 +369,7 @@ def run(
     n_holdout: NHoldoutOption = 10,
     seed: SeedOption = 0,
     concurrency: ConcurrencyOption = 1,
+    task_timeout: TaskTimeoutOption = None,
     api_base: ApiBaseOption = None,
     space: SpaceOption = "quick",
     confirm_top: ConfirmTopOption = 3,
@@ -383,6 +390,7 @@ def run(
         n_holdout=n_holdout,
         seed=seed,
         concurrency=concurrency,
+        task_timeout=task_timeout,
         api_base=api_base,
         space=space,
         confirm_top=confirm_top,
@@ -417,6 +425,7 @@ def worker(
     n_holdout: NHoldoutOption = 10,
     seed: SeedOption = 0,
     concurrency: ConcurrencyOption = 1,
+    task_timeout: TaskTimeoutOption = None,
     api_base: ApiBaseOption = None,
     space: SpaceOption = "quick",
     confirm_top: ConfirmTopOption = 3,
@@ -445,6 +454,7 @@ def worker(
         n_holdout=n_holdout,
         seed=seed,
         concurrency=concurrency,
+        task_timeout=task_timeout,
         api_base=api_base,
         space=space,
         confirm_top=confirm_top,
@@ -587,6 +597,7 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="seed of the split, as a run's --seed")] = 0,
     model: Annotated[str | None, typer.Option(help="run the spec on another model")] = None,
     concurrency: ConcurrencyOption = 1,
+    task_timeout: TaskTimeoutOption = None,
     api_base: ApiBaseOption = None,
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
@@ -601,6 +612,8 @@ def evaluate(
     bench = get_benchmark(benchmark)
     if items < 1:
         raise AgentDesignError(f"--items must be at least 1, got {items}")
+    if task_timeout is not None and task_timeout <= 0:
+        raise AgentDesignError(f"--task-timeout must be positive, got {task_timeout}")
     ids = [t.id for t in bench.tasks()]
     if split == "all":
         chosen = ids[:items]
@@ -620,6 +633,7 @@ def evaluate(
             split="search" if split == "search" else "holdout",
             train_examples=examples_from_tasks(bench.train_examples()),
             concurrency=concurrency,
+            timeout_s=task_timeout,
             seed=seed,
         )
     assert evaluation is not None and evaluation.mean is not None  # nothing asked it to stop

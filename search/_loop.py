@@ -111,10 +111,15 @@ class RunConfig:
     split_seed: int = 0
     seed: int = 0
     concurrency: int = 1
+    task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"
     confirm_top: int = 3
     api_base: str | None = None
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.task_timeout_s is not None and self.task_timeout_s <= 0:
+            raise AgentDesignError(f"task timeout must be positive, got {self.task_timeout_s}")
 
     def space(self) -> SearchSpace:
         return SearchSpace(model=self.model, choices=self.choices, limits=self.limits)
@@ -607,6 +612,7 @@ class _Search:
             split=split,
             train_examples=self.examples,
             concurrency=self.config.concurrency,
+            timeout_s=self.config.task_timeout_s,
             seed=self.config.seed,
             on_start=started,
             on_result=recorded,

@@ -69,6 +69,7 @@ def make_archive_with_a_run(tmp_path: Path) -> Path:
         (["resume", "ghost"], "no run named 'ghost'"),
         (["run", "--name", "kept", "--max-agents", "1"], "already exists"),
         (["run", "--model", "embedded/nope", "--name", "e"], "nope"),
+        (["run", "--task-timeout", "0", "--name", "f"], "task timeout must be positive"),
     ],
 )
 def test_bad_input_is_one_line_and_leaves_the_archive_intact(

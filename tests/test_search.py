@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from agentdesign.archive import Archive
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
 from agentdesign.components._runtime import Message
-from agentdesign.evaluators import TaskOutcome, get_benchmark
+from agentdesign.evaluators import TaskOutcome, get_benchmark, make_split
 from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
 from agentdesign.search._loop import study_name
 from agentdesign.search._space import SPACE_PRESETS, SearchSpace, space_from_option
@@ -105,6 +106,32 @@ def test_bad_budgets_and_names_are_refused_before_anything_is_written(archive: A
     with pytest.raises(AgentDesignError, match="unknown benchmark"):
         run_search(archive, config("y", benchmark="nope"), llm=FakeChatModel(design_sensitive))
     assert archive.list_runs() == []
+
+
+def test_a_task_past_the_runs_task_timeout_scores_zero_as_a_timeout(archive: Archive) -> None:
+    with pytest.raises(AgentDesignError, match="task timeout must be positive"):
+        config("t0", task_timeout_s=0)
+    tasks = get_benchmark("gsm8k").tasks()
+    search_ids = make_split([t.id for t in tasks], seed=0, n_search=5, n_holdout=3).search_ids
+    slow_id = search_ids[2]
+    slow_question = next(t.question for t in tasks if t.id == slow_id)
+    release = threading.Event()
+
+    def slow_on_one(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        if slow_question in messages[-1]["content"]:
+            release.wait(10)  # the abandoned call returns once the test is done
+        return design_sensitive(model, messages, t, s)
+
+    run_config = config("t1", budget=Budget(max_agents=1), task_timeout_s=0.5, confirm_top=0)
+    try:
+        run_search(archive, run_config, llm=FakeChatModel(slow_on_one))
+    finally:
+        release.set()
+    (row,) = archive.leaderboard(run_name="t1")
+    results = archive.task_results(row.evaluation_id)
+    assert (results[slow_id].score, results[slow_id].error_kind) == (0.0, "timeout")
+    assert len(results) == 5
+    assert all(r.error_kind != "timeout" for i, r in results.items() if i != slow_id)
 
 
 def test_resume_after_a_crash_never_runs_a_finished_task_twice(archive: Archive) -> None:
