@@ -64,6 +64,7 @@ from agentdesign.archive._tables import (
     MetaRow,
     RunEntryRow,
     RunRow,
+    SearchCallRow,
     TaskResultRow,
 )
 from agentdesign.components._errors import AgentDesignError
@@ -419,6 +420,34 @@ class Archive:
             _get_or_insert(session, row, lambda: session.exec(query).first())
             return True
 
+    def add_search_call(
+        self,
+        *,
+        run_name: str,
+        purpose: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cost: float,
+        latency_s: float,
+    ) -> None:
+        """Records a model call the search made for the run itself (a prompt refinement): it
+        counts in the run's totals, and so against its token budget, but in no agent's score."""
+        row = SearchCallRow(
+            run_id=0,  # set below, in the session that finds the run
+            purpose=_text(purpose, "purpose"),
+            model=_text(model, "model"),
+            prompt_tokens=_count(prompt_tokens, "prompt_tokens"),
+            completion_tokens=_count(completion_tokens, "completion_tokens"),
+            cost=_non_negative(cost, "cost"),
+            latency_s=_non_negative(latency_s, "latency_s"),
+            created_at=_now(),
+        )
+        with self._write_session() as session:
+            row.run_id = _ident(self._run_row(session, run_name).id)
+            session.add(row)
+            session.commit()
+
     # -- reports ------------------------------------------------------------------------------
 
     def leaderboard(
@@ -475,14 +504,24 @@ class Archive:
                 .where(col(RunEntryRow.run_id) == run.id)
             )
             n_agents, n_complete, prompt, completion, cost, wall = session.execute(query).one()
+            searching = sql_select(
+                func.count(col(SearchCallRow.id)),
+                func.coalesce(func.sum(SearchCallRow.prompt_tokens), 0),
+                func.coalesce(func.sum(SearchCallRow.completion_tokens), 0),
+                func.coalesce(func.sum(SearchCallRow.cost), 0.0),
+            ).where(col(SearchCallRow.run_id) == run.id)
+            n_calls, search_prompt, search_completion, search_cost = session.execute(
+                searching
+            ).one()
         return RunTotals(
             run_name=run_name,
             n_agents=int(n_agents),
             n_complete=int(n_complete),
-            prompt_tokens=int(prompt),
-            completion_tokens=int(completion),
-            cost=float(cost),
+            prompt_tokens=int(prompt) + int(search_prompt),
+            completion_tokens=int(completion) + int(search_completion),
+            cost=float(cost) + float(search_cost),
             wall_s=float(wall),
+            n_search_calls=int(n_calls),
         )
 
     # -- archive at scale: Pareto front, lineage, leases, the optuna storage ------------------

@@ -94,7 +94,9 @@ class LeaderboardRow:
 
 @dataclass(frozen=True, slots=True)
 class RunTotals:
-    """What a run's evaluations cost, reused ones included: the archive does not know who paid."""
+    """What a run cost: its evaluations, reused ones included (the archive does not know who paid),
+    and the model calls the search made itself (`n_search_calls`, in the tokens and cost).
+    `wall_s` sums the evaluations' task latencies."""
 
     run_name: str
     n_agents: int
@@ -103,3 +105,4 @@ class RunTotals:
     completion_tokens: int
     cost: float
     wall_s: float
+    n_search_calls: int = 0

@@ -1,4 +1,4 @@
-"""The archive's database tables (schema version 3; `migrations/` upgrades older archives).
+"""The archive's database tables (schema version 5; `migrations/` upgrades older archives).
 
 Every table name starts with `ad_` because the optuna study of each run lives in the same database
 and owns its own unprefixed tables (and `alembic_version`). Stored JSON is written once and never
@@ -22,12 +22,13 @@ __all__ = [
     "MetaRow",
     "RunEntryRow",
     "RunRow",
+    "SearchCallRow",
     "TaskResultRow",
     "metadata",
 ]
 
 # The alembic revision of `migrations/versions/` that creates this schema bears the same number.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # The tables optuna 5's RDBStorage creates in a database it shares with the archive; an archive may
 # hold them, any other foreign table means the database belongs to something else.
@@ -223,4 +224,24 @@ class RunEntryRow(_Table, table=True):
     agent_hash: str = Field(foreign_key="ad_agent.spec_hash", index=True)
     evaluation_id: int = Field(foreign_key="ad_evaluation.id", index=True)
     trial_number: int | None = None
+    created_at: datetime = _timestamp()
+
+
+class SearchCallRow(_Table, table=True):
+    """A model call the search itself made for a run (a prompt refinement), not an agent's task.
+
+    Kept apart from task results so scores stay the agents' own, and summed into the run's totals
+    so that token budgets and reported costs include what searching cost.
+    """
+
+    __tablename__ = "ad_search_call"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="ad_run.id", index=True)
+    purpose: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency_s: float
     created_at: datetime = _timestamp()

@@ -26,9 +26,15 @@ from agentdesign.search._loop import (
     run_search,
 )
 from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._refine import Failure, PromptRefiner, Refinement
 from agentdesign.search._replay import ReplayResult, held_out_rank_correlation, replay_search
-from agentdesign.search._space import SearchSpace
-from agentdesign.search._strategies import STRATEGIES, OptunaStrategy, make_strategy
+from agentdesign.search._space import SearchSpace, prompt_params
+from agentdesign.search._strategies import (
+    STRATEGIES,
+    OptunaStrategy,
+    make_strategy,
+    supports_refinement,
+)
 from agentdesign.search._table import REPLAY_FORMAT, ReplayDesign, ReplayTable
 from agentdesign.search._value import (
     Labelled,
@@ -46,13 +52,16 @@ __all__ = [
     "STRATEGIES",
     "Budget",
     "EvolutionStrategy",
+    "Failure",
     "GuidedStrategy",
     "History",
     "Labelled",
     "MctsStrategy",
     "Observation",
     "OptunaStrategy",
+    "PromptRefiner",
     "Proposal",
+    "Refinement",
     "ReplayDesign",
     "ReplayResult",
     "ReplayTable",
@@ -73,8 +82,10 @@ __all__ = [
     "make_strategy",
     "mutate",
     "pairwise_design",
+    "prompt_params",
     "rank_correlation",
     "replay_search",
     "resume_search",
     "run_search",
+    "supports_refinement",
 ]

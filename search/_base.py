@@ -18,7 +18,7 @@ import optuna
 from scipy import special
 
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
-from agentdesign.search._space import SearchSpace
+from agentdesign.search._space import PROMPTS_ATTR, SearchSpace, prompt_params
 from agentdesign.search._value import Labelled, design_features
 
 __all__ = [
@@ -99,7 +99,11 @@ class Proposal:
     operator: str = "sample"
 
     def user_attrs(self) -> dict[str, Any]:
-        return {"parents": list(self.parents), "operator": self.operator}
+        attrs: dict[str, Any] = {"parents": list(self.parents), "operator": self.operator}
+        prompts = prompt_params(self.spec, changed_only=True)
+        if prompts:
+            attrs[PROMPTS_ATTR] = prompts
+        return attrs
 
 
 class Strategy:

@@ -100,6 +100,10 @@ NSearchOption = Annotated[int, typer.Option(help="items each agent is scored on"
 NHoldoutOption = Annotated[int, typer.Option(help="unseen items that confirm the winners")]
 SeedOption = Annotated[int, typer.Option(help="seed of the strategy and the split")]
 ConcurrencyOption = Annotated[int, typer.Option(help="tasks run at once (1 for embedded)")]
+RefineEveryOption = Annotated[
+    int,
+    typer.Option(help="mcts/evolution: every n-th design rewrites a prompt from failures (0: off)"),
+]
 TaskTimeoutOption = Annotated[
     float | None,
     typer.Option(help="seconds a task may take; past it the task scores 0 as a timeout"),
@@ -134,6 +138,7 @@ def _config(
     seed: int,
     concurrency: int,
     task_timeout: float | None,
+    refine_every: int,
     api_base: str | None,
     space: str,
     confirm_top: int,
@@ -155,6 +160,7 @@ def _config(
         seed=seed,
         concurrency=concurrency,
         task_timeout_s=task_timeout,
+        refine_every=refine_every,
         confirm_top=confirm_top,
         api_base=api_base,
         choices=narrowing.get("choices", {}),
@@ -370,6 +376,7 @@ def run(
     seed: SeedOption = 0,
     concurrency: ConcurrencyOption = 1,
     task_timeout: TaskTimeoutOption = None,
+    refine_every: RefineEveryOption = 0,
     api_base: ApiBaseOption = None,
     space: SpaceOption = "quick",
     confirm_top: ConfirmTopOption = 3,
@@ -391,6 +398,7 @@ def run(
         seed=seed,
         concurrency=concurrency,
         task_timeout=task_timeout,
+        refine_every=refine_every,
         api_base=api_base,
         space=space,
         confirm_top=confirm_top,
@@ -426,6 +434,7 @@ def worker(
     seed: SeedOption = 0,
     concurrency: ConcurrencyOption = 1,
     task_timeout: TaskTimeoutOption = None,
+    refine_every: RefineEveryOption = 0,
     api_base: ApiBaseOption = None,
     space: SpaceOption = "quick",
     confirm_top: ConfirmTopOption = 3,
@@ -455,6 +464,7 @@ def worker(
         seed=seed,
         concurrency=concurrency,
         task_timeout=task_timeout,
+        refine_every=refine_every,
         api_base=api_base,
         space=space,
         confirm_top=confirm_top,

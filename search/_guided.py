@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from agentdesign.components import SLOTS, AgentSpec
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
 from agentdesign.search._base import (
     History,
     Proposal,
@@ -24,6 +24,7 @@ from agentdesign.search._base import (
     snap,
     softmax,
 )
+from agentdesign.search._refine import PromptRefiner
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._value import ValueModel
 
@@ -34,7 +35,9 @@ class GuidedStrategy(Strategy):
     """Base of the value-guided strategies; subclasses choose how offspring are made and picked.
 
     `n_initial` caps the pairwise cold start (None: the whole covering design); `explore` is k in
-    the screening bound mean + k * std; `n_candidates` designs are screened per proposal.
+    the screening bound mean + k * std; `n_candidates` designs are screened per proposal. With a
+    `refiner`, every `refine_every`-th proposal is instead the fittest design not yet refined with
+    one prompt rewritten from its failures (unscreened: the model cannot read prompts).
     """
 
     # Operator mix of `_offspring`, by name: overridden by each subclass.
@@ -52,6 +55,8 @@ class GuidedStrategy(Strategy):
         population: int = 8,
         parent_temperature: float = 0.1,
         uniform_share: float = 0.2,
+        refiner: PromptRefiner | None = None,
+        refine_every: int = 4,
     ) -> None:
         super().__init__(space=space, seed=seed, objective=objective)
         self.n_candidates = n_candidates
@@ -60,6 +65,10 @@ class GuidedStrategy(Strategy):
         self.population = population
         self.parent_temperature = parent_temperature
         self.uniform_share = uniform_share
+        if refine_every < 1:
+            raise AgentDesignError(f"refine_every must be at least 1, got {refine_every}")
+        self.refiner = refiner
+        self.refine_every = refine_every
         self._initial_design = pairwise_design(space, np.random.default_rng([seed, 1]))
         self._fitted_on: tuple[tuple[str, str, float], ...] | None = None
         self._score_model = ValueModel(seed=seed)
@@ -99,6 +108,10 @@ class GuidedStrategy(Strategy):
         self.learn(history)
         weight = float(rng.uniform(0.0, 0.5))
         fitness = self.fitness(history, weight)
+        if self.refiner is not None and len(history.observations) % self.refine_every == 0:
+            refined = self._refine_fittest(history, rng, fitness)
+            if refined is not None:
+                return refined
         candidates = self._screenable(self._offspring(history, rng, fitness), history)
         if not candidates:
             return None
@@ -115,6 +128,24 @@ class GuidedStrategy(Strategy):
             if tuple(spec[s].name for s in SLOTS) not in tried:
                 for chosen in snap([spec], history):
                     return Proposal(spec=chosen, operator="initial")
+        return None
+
+    def _refine_fittest(
+        self, history: History, rng: np.random.Generator, fitness: dict[str, float]
+    ) -> Proposal | None:
+        """One prompt of the fittest of the `population` best designs not yet refined, rewritten."""
+        assert self.refiner is not None
+        refined = {o.parents[0] for o in history.observations if o.operator == "refinement"}
+        ranked = sorted(history.complete, key=lambda o: -fitness[o.spec.spec_hash])
+        for parent in ranked[: self.population]:
+            if parent.spec.spec_hash in refined or not self.refiner.can_refine(parent.spec):
+                continue
+            refinement = self.refiner.refine(parent.spec, rng)
+            if refinement is None or refinement.spec.spec_hash in history.seen:
+                return None
+            return Proposal(
+                spec=refinement.spec, parents=(parent.spec.spec_hash,), operator="refinement"
+            )
         return None
 
     def _screenable(self, candidates: list[Proposal], history: History) -> list[Proposal]:

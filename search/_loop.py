@@ -38,6 +38,7 @@ from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     ChatModel,
+    Completion,
     check_model,
     default_chat_model,
 )
@@ -52,8 +53,9 @@ from agentdesign.evaluators import (
     make_split,
 )
 from agentdesign.search._base import ask_trial, history_from_study
+from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._strategies import make_strategy
+from agentdesign.search._strategies import make_strategy, supports_refinement
 from agentdesign.search._value import labelled_from_archive
 
 __all__ = [
@@ -112,6 +114,7 @@ class RunConfig:
     seed: int = 0
     concurrency: int = 1
     task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"
+    refine_every: int = 0  # mcts/evolution: every n-th proposal rewrites a prompt (0: never)
     confirm_top: int = 3
     api_base: str | None = None
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
@@ -120,6 +123,12 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.task_timeout_s is not None and self.task_timeout_s <= 0:
             raise AgentDesignError(f"task timeout must be positive, got {self.task_timeout_s}")
+        if self.refine_every < 0:
+            raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
+        if self.refine_every and not supports_refinement(self.strategy):
+            raise AgentDesignError(
+                f"prompt refinement needs strategy mcts or evolution, not '{self.strategy}'"
+            )
 
     def space(self) -> SearchSpace:
         return SearchSpace(model=self.model, choices=self.choices, limits=self.limits)
@@ -368,6 +377,8 @@ class _Search:
             space=self.space,
             seed=config.seed if strategy_seed is None else strategy_seed,
             objective=config.objective,
+            refiner=self._refiner() if config.refine_every else None,
+            refine_every=max(config.refine_every, 1),
         )
         # Pruning compares per-task scores with the best trial's; optuna prunes one objective only.
         self.pruning = config.prune and config.objective == "score"
@@ -527,6 +538,45 @@ class _Search:
         beat = lambda: self.storage.record_heartbeat(trial._trial_id)  # noqa: E731
         with Heartbeat(interval_s=self.heartbeat_s, beat=beat):
             yield
+
+    # -- prompt refinement: failures from the archive, its calls recorded as the run's cost --
+
+    def _refiner(self) -> PromptRefiner:
+        return PromptRefiner(
+            llm=self.llm,
+            model=self.config.model,
+            failures=self._failures,
+            on_call=self._record_search_call,
+        )
+
+    def _failures(self, spec: AgentSpec) -> list[Failure]:
+        """The search tasks `spec` scored below 1 on, with what it answered."""
+        evaluation = self.archive.get_or_create_evaluation(
+            agent_hash=spec.spec_hash,
+            benchmark=self.benchmark.name,
+            task_ids=[t.id for t in self.search_tasks],
+            split="search",
+        )
+        tasks = {t.id: t for t in self.search_tasks}
+        return [
+            Failure(question=tasks[i].question, output=r.output, expected=tasks[i].answer)
+            for i, r in self.archive.task_results(evaluation.id).items()
+            if r.score < 1.0
+        ]
+
+    def _record_search_call(self, completion: Completion) -> None:
+        """A cached answer was paid for, and recorded, when this run first asked for it."""
+        if completion.cached:
+            return
+        self.archive.add_search_call(
+            run_name=self.run.name,
+            purpose="refinement",
+            model=self.config.model,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            cost=completion.cost,
+            latency_s=completion.latency_s,
+        )
 
     def _admit(self, trial: optuna.Trial, spec: AgentSpec) -> bool:
         """Reserves one of the run's agents for `spec` (or finds it holds one already)."""

@@ -13,7 +13,10 @@ import optuna
 
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo, SpecError
 
-__all__ = ["SPACE_PRESETS", "SearchSpace", "space_from_option"]
+__all__ = ["PROMPTS_ATTR", "SPACE_PRESETS", "SearchSpace", "prompt_params", "space_from_option"]
+
+# The trial user attribute holding a design's rewritten prompts (see `prompt_params`).
+PROMPTS_ATTR = "prompts"
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ class SearchSpace:
         return low, max(min(high, info.high), low)
 
     def suggest(self, trial: optuna.Trial) -> AgentSpec:
-        """The spec for `trial`, asking optuna for each choice in turn (define-by-run)."""
+        """The spec for `trial`, asking optuna for each choice in turn (define-by-run), with any
+        rewritten prompts the trial carries."""
         components: dict[str, Any] = {}
         for slot in SLOTS:
             name = trial.suggest_categorical(slot, list(self.components(slot)))
@@ -73,7 +77,10 @@ class SearchSpace:
                 if info.searchable:
                     params[info.name] = self._suggest_param(trial, slot, info)
             components[slot] = {"name": name, "params": params}
-        return AgentSpec.create(model=self.model, **components)
+        spec = AgentSpec.create(model=self.model, **components)
+        prompts = trial.user_attrs.get(PROMPTS_ATTR) or {}
+        known = prompt_params(spec)
+        return spec.set_params(**{k: v for k, v in prompts.items() if k in known})
 
     def _suggest_param(self, trial: optuna.Trial, slot: str, info: ParamInfo) -> Any:
         key = f"{slot}__{info.name}"
@@ -217,3 +224,16 @@ def space_from_option(option: str) -> dict[str, Any]:
     ):
         raise SpecError(f"{path}: 'limits' maps slot__param to [low, high]")
     return {"choices": data.get("choices", {}), "limits": {k: tuple(v) for k, v in limits.items()}}
+
+
+def prompt_params(spec: AgentSpec, *, changed_only: bool = False) -> dict[str, str]:
+    """The spec's prompt texts by nested name; with `changed_only`, those that differ from their
+    component's default (optuna's distributions hold no free text, so trials carry these)."""
+    prompts = {}
+    for slot in SLOTS:
+        component = spec[slot]
+        for info in component.param_info():
+            value = getattr(component, info.name)
+            if info.kind == "text" and not (changed_only and value == info.default):
+                prompts[f"{slot}__{info.name}"] = value
+    return prompts

@@ -11,10 +11,12 @@ import optuna
 from agentdesign.components import AgentDesignError
 from agentdesign.search._base import Strategy
 from agentdesign.search._evolution import EvolutionStrategy
+from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._refine import PromptRefiner
 from agentdesign.search._space import SearchSpace
 
-__all__ = ["STRATEGIES", "OptunaStrategy", "make_strategy"]
+__all__ = ["STRATEGIES", "OptunaStrategy", "make_strategy", "supports_refinement"]
 
 
 class OptunaStrategy(Strategy):
@@ -82,12 +84,34 @@ STRATEGIES: dict[str, tuple[str, _Factory]] = {
 
 
 def make_strategy(
-    name: str, *, space: SearchSpace, seed: int, objective: str = "score"
+    name: str,
+    *,
+    space: SearchSpace,
+    seed: int,
+    objective: str = "score",
+    refiner: PromptRefiner | None = None,
+    refine_every: int = 4,
 ) -> Strategy:
-    """The strategy called `name`, seeded for reproducibility."""
+    """The strategy called `name`, seeded for reproducibility; a `refiner` (value-guided strategies
+    only) rewrites a prompt of a good design every `refine_every` proposals."""
     try:
         _, factory = STRATEGIES[name]
     except KeyError:
         known = ", ".join(STRATEGIES)
         raise AgentDesignError(f"unknown strategy '{name}' (available: {known})") from None
-    return factory(space=space, seed=seed, objective=objective)
+    if refiner is None:
+        return factory(space=space, seed=seed, objective=objective)
+    if not supports_refinement(name):
+        raise AgentDesignError(
+            f"prompt refinement needs a value-guided strategy "
+            f"({', '.join(n for n in STRATEGIES if supports_refinement(n))}), not '{name}'"
+        )
+    return factory(
+        space=space, seed=seed, objective=objective, refiner=refiner, refine_every=refine_every
+    )
+
+
+def supports_refinement(name: str) -> bool:
+    """Whether the strategy called `name` can propose prompt refinements."""
+    factory = STRATEGIES[name][1] if name in STRATEGIES else None
+    return isinstance(factory, type) and issubclass(factory, GuidedStrategy)

@@ -638,3 +638,28 @@ def test_run_totals_cover_every_entry(archive: Archive) -> None:
     assert (totals.n_agents, totals.n_complete) == (2, 1)
     assert (totals.prompt_tokens, totals.completion_tokens) == (80, 40)
     assert totals.cost == pytest.approx(0.8) and totals.wall_s == pytest.approx(4.0)
+
+
+def test_the_searchs_own_calls_count_in_the_run_totals(archive: Archive) -> None:
+    _create_run(archive)
+    _evaluated(archive, "a", 0.5, cost=0.1, run_name="run-1")
+    before = archive.run_totals("run-1")
+    call = {"purpose": "refinement", "model": "m", "latency_s": 1.5}
+    archive.add_search_call(
+        run_name="run-1", prompt_tokens=7, completion_tokens=3, cost=0.2, **call
+    )
+    totals = archive.run_totals("run-1")
+    assert (totals.n_search_calls, totals.n_agents) == (1, 1)
+    assert totals.prompt_tokens - before.prompt_tokens == 7
+    assert totals.completion_tokens - before.completion_tokens == 3
+    assert totals.cost - before.cost == pytest.approx(0.2)
+    assert totals.wall_s == before.wall_s  # task time only; the run's clock has the rest
+    with pytest.raises(ArchiveError, match="prompt_tokens"):
+        archive.add_search_call(
+            run_name="run-1", prompt_tokens=-1, completion_tokens=0, cost=0, **call
+        )
+    with pytest.raises(ArchiveError, match="no run named"):
+        archive.add_search_call(
+            run_name="ghost", prompt_tokens=1, completion_tokens=0, cost=0, **call
+        )
+    assert archive.run_totals("run-1").n_search_calls == 1

@@ -8,13 +8,17 @@ import sqlite3
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
+import sqlalchemy
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
 from test_archive import SPEC, TASKS, _create_run, _evaluated
 
 from agentdesign.archive import Archive, ArchiveError
-from agentdesign.archive._tables import SCHEMA_VERSION
+from agentdesign.archive._tables import SCHEMA_VERSION, metadata
 
 V1_ARCHIVE = Path(__file__).parent / "data" / "archive_v1.db"
 
@@ -43,6 +47,34 @@ def test_schema_1_archive_opens_and_is_upgraded(tmp_path: Path) -> None:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone()  # optuna's own
     with Archive(str(db)) as archive:  # a second open finds it current and changes nothing
         assert len(archive.leaderboard(run_name="v1-run")) == 2
+
+
+def _schema_drift(db: Path) -> list[object]:
+    """What alembic's autogenerate would change to make `db` match the archive's tables."""
+    engine = sqlalchemy.create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SQLite cannot reflect expression indexes
+            context = MigrationContext.configure(
+                conn,
+                opts={
+                    "include_name": lambda name, kind, parent: (
+                        kind != "table" or (name.startswith("ad_") and name != "ad_alembic_version")
+                    )
+                },
+            )
+            return list(compare_metadata(context, metadata))
+    finally:
+        engine.dispose()
+
+
+def test_an_upgraded_archive_has_the_tables_a_new_one_gets(tmp_path: Path) -> None:
+    """The migrations and the table definitions describe the same schema."""
+    old, new = tmp_path / "old.db", tmp_path / "new.db"
+    shutil.copy(V1_ARCHIVE, old)
+    for db in (old, new):
+        Archive(str(db)).close()
+        assert _schema_drift(db) == []
 
 
 _WRITE_FROM_ANOTHER_PROCESS = """
