@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from agentdesign.components._sandbox import SandboxLimits, SandboxResult, run_python
+from agentdesign.components._sandbox import SandboxLimits, SandboxResult, _classify, run_python
 
 FAST = SandboxLimits(wall_s=3.0, cpu_s=3.0, memory_mb=256)
 REPO = Path(__file__).resolve().parents[1]
@@ -100,6 +101,15 @@ def test_the_cpu_limit_ends_a_busy_program() -> None:
     result = run("while True:\n    pass", limits=SandboxLimits(wall_s=5.0, cpu_s=1.0))
     assert result.kind == "timeout", result
     assert "CPU-time" in result.detail
+
+
+def test_a_cpu_limit_signal_is_a_timeout_however_short_the_wall_time_looked() -> None:
+    limits = SandboxLimits(wall_s=5.0, cpu_s=1.0)
+    xcpu = _classify(-signal.SIGXCPU, "", wall_s=0.2, limits=limits)
+    assert xcpu == ("timeout", "CPU-time limit of 1 s exceeded")
+    # SIGKILL: past the hard CPU limit only if the run was long enough, else the OOM killer
+    assert _classify(-signal.SIGKILL, "", wall_s=1.5, limits=limits)[0] == "timeout"
+    assert _classify(-signal.SIGKILL, "", wall_s=0.2, limits=limits)[0] == "memory"
 
 
 @pytest.mark.parametrize(
