@@ -550,7 +550,8 @@ class _Search:
         )
 
     def _failures(self, spec: AgentSpec) -> list[Failure]:
-        """The search tasks `spec` scored below 1 on, with what it answered."""
+        """The search tasks `spec` scored below 1 on, with what it answered: the refiner learns
+        from the search split only, so the holdout stays unseen."""
         evaluation = self.archive.get_or_create_evaluation(
             agent_hash=spec.spec_hash,
             benchmark=self.benchmark.name,
