@@ -13,6 +13,7 @@ import json
 import math
 import os
 import threading
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
@@ -42,6 +43,7 @@ from sqlalchemy.exc import (
     DBAPIError,
     IntegrityError,
     NoSuchModuleError,
+    OperationalError,
     SQLAlchemyError,
 )
 from sqlalchemy.orm import aliased
@@ -121,8 +123,7 @@ class Archive:
             event.listen(self._engine, "connect", _configure_sqlite)
         try:
             try:
-                with self._engine.begin() as conn:
-                    self._set_up(conn)
+                self._set_up_with_retries()
             except SQLAlchemyError as err:
                 raise ArchiveError(
                     f"cannot open archive {self._shown_url}: {_first_line(err)}"
@@ -130,6 +131,24 @@ class Archive:
         except ArchiveError:
             self._engine.dispose()
             raise
+
+    def _set_up_with_retries(self) -> None:
+        """Sets up the database; on SQLite, retries while another connection holds it busy.
+
+        Connections that open a new SQLite file at once race to switch it to WAL, and SQLite can
+        answer "database is locked" at once there instead of waiting out the busy timeout.
+        """
+        deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                with self._engine.begin() as conn:
+                    self._set_up(conn)
+                return
+            except OperationalError as err:
+                busy = self._url.get_backend_name() == "sqlite" and "locked" in str(err.orig)
+                if not busy or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.05)
 
     @property
     def url(self) -> str:
