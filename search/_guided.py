@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
+from agentdesign.components import SLOTS, AgentSpec
 from agentdesign.search._base import (
     History,
     Proposal,
@@ -36,7 +36,7 @@ class GuidedStrategy(Strategy):
 
     `n_initial` caps the pairwise cold start (None: the whole covering design); `explore` is k in
     the screening bound mean + k * std; `n_candidates` designs are screened per proposal. With a
-    `refiner`, every `refine_every`-th proposal is instead the fittest design not yet refined with
+    `refiner`, every `refiner.every`-th proposal is instead the fittest design not yet refined with
     one prompt rewritten from its failures (unscreened: the model cannot read prompts).
     """
 
@@ -56,7 +56,6 @@ class GuidedStrategy(Strategy):
         parent_temperature: float = 0.1,
         uniform_share: float = 0.2,
         refiner: PromptRefiner | None = None,
-        refine_every: int = 4,
     ) -> None:
         super().__init__(space=space, seed=seed, objective=objective)
         self.n_candidates = n_candidates
@@ -65,10 +64,7 @@ class GuidedStrategy(Strategy):
         self.population = population
         self.parent_temperature = parent_temperature
         self.uniform_share = uniform_share
-        if refine_every < 1:
-            raise AgentDesignError(f"refine_every must be at least 1, got {refine_every}")
         self.refiner = refiner
-        self.refine_every = refine_every
         self._initial_design = pairwise_design(space, np.random.default_rng([seed, 1]))
         self._fitted_on: tuple[tuple[str, str, float], ...] | None = None
         self._score_model = ValueModel(seed=seed)
@@ -108,7 +104,7 @@ class GuidedStrategy(Strategy):
         self.learn(history)
         weight = float(rng.uniform(0.0, 0.5))
         fitness = self.fitness(history, weight)
-        if self.refiner is not None and len(history.observations) % self.refine_every == 0:
+        if self.refiner is not None and len(history.observations) % self.refiner.every == 0:
             refined = self._refine_fittest(history, rng, fitness)
             if refined is not None:
                 return refined
@@ -138,9 +134,12 @@ class GuidedStrategy(Strategy):
         refined = {o.parents[0] for o in history.observations if o.operator == "refinement"}
         ranked = sorted(history.complete, key=lambda o: -fitness[o.spec.spec_hash])
         for parent in ranked[: self.population]:
-            if parent.spec.spec_hash in refined or not self.refiner.can_refine(parent.spec):
+            if parent.spec.spec_hash in refined:
                 continue
-            refinement = self.refiner.refine(parent.spec, rng)
+            failed = self.refiner.failures_of(parent.spec)
+            if not failed:
+                continue
+            refinement = self.refiner.refine(parent.spec, failed, rng)
             if refinement is None or refinement.spec.spec_hash in history.seen:
                 return None
             return Proposal(

@@ -55,7 +55,7 @@ from agentdesign.evaluators import (
 from agentdesign.search._base import ask_trial, history_from_study
 from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._strategies import make_strategy, supports_refinement
+from agentdesign.search._strategies import check_refinable, make_strategy
 from agentdesign.search._value import labelled_from_archive
 
 __all__ = [
@@ -125,10 +125,8 @@ class RunConfig:
             raise AgentDesignError(f"task timeout must be positive, got {self.task_timeout_s}")
         if self.refine_every < 0:
             raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
-        if self.refine_every and not supports_refinement(self.strategy):
-            raise AgentDesignError(
-                f"prompt refinement needs strategy mcts or evolution, not '{self.strategy}'"
-            )
+        if self.refine_every:
+            check_refinable(self.strategy)
 
     def space(self) -> SearchSpace:
         return SearchSpace(model=self.model, choices=self.choices, limits=self.limits)
@@ -377,8 +375,7 @@ class _Search:
             space=self.space,
             seed=config.seed if strategy_seed is None else strategy_seed,
             objective=config.objective,
-            refiner=self._refiner() if config.refine_every else None,
-            refine_every=max(config.refine_every, 1),
+            refiner=self._refiner(every=config.refine_every) if config.refine_every else None,
         )
         # Pruning compares per-task scores with the best trial's; optuna prunes one objective only.
         self.pruning = config.prune and config.objective == "score"
@@ -541,12 +538,13 @@ class _Search:
 
     # -- prompt refinement: failures from the archive, its calls recorded as the run's cost --
 
-    def _refiner(self) -> PromptRefiner:
+    def _refiner(self, *, every: int) -> PromptRefiner:
         return PromptRefiner(
             llm=self.llm,
             model=self.config.model,
             failures=self._failures,
             on_call=self._record_search_call,
+            every=every,
         )
 
     def _failures(self, spec: AgentSpec) -> list[Failure]:

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentdesign.components import AgentSpec, ChatModel, Completion, LLMCallError
+from agentdesign.components import (
+    AgentDesignError,
+    AgentSpec,
+    ChatModel,
+    Completion,
+    LLMCallError,
+)
 from agentdesign.search._space import prompt_params
 
 __all__ = ["Failure", "PromptRefiner", "Refinement"]
@@ -53,10 +59,11 @@ class Refinement:
 class PromptRefiner:
     """Rewrites one prompt of a design with one model call, from up to `n_failures` failed tasks.
 
-    `failures` tells which tasks a design failed (the search loop reads them from the archive);
-    `on_call` receives every completion, so the run records what searching itself cost. A call that
-    fails, or a rewrite that is empty, unchanged, longer than `max_chars` or breaks the prompt's
-    output contract, gives no refinement.
+    A strategy holding it makes every `every`-th proposal a refinement. `failures` tells which
+    tasks a design failed (the search loop reads them from the archive); `on_call` receives every
+    completion, so the run records what searching itself cost. A call that fails, or a rewrite that
+    is empty, unchanged, longer than `max_chars` or breaks the prompt's output contract, gives no
+    refinement.
     """
 
     def __init__(
@@ -66,27 +73,33 @@ class PromptRefiner:
         model: str,
         failures: Callable[[AgentSpec], Sequence[Failure]],
         on_call: Callable[[Completion], None] | None = None,
+        every: int = 4,
         n_failures: int = 3,
         max_tokens: int = 256,
         temperature: float = 0.7,
         max_chars: int = 1200,
     ) -> None:
+        if every < 1:
+            raise AgentDesignError(f"refinement every n-th proposal needs n >= 1, got {every}")
         self.llm = llm
         self.model = model
         self.failures = failures
         self.on_call = on_call
+        self.every = every
         self.n_failures = n_failures
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.max_chars = max_chars
 
-    def can_refine(self, spec: AgentSpec) -> bool:
-        """Whether `spec` has a prompt and failed tasks to learn from."""
-        return bool(prompt_params(spec)) and bool(self.failures(spec))
+    def failures_of(self, spec: AgentSpec) -> list[Failure]:
+        """The failed tasks a refinement of `spec` would learn from; none if it has no prompt."""
+        return list(self.failures(spec)) if prompt_params(spec) else []
 
-    def refine(self, spec: AgentSpec, rng: np.random.Generator) -> Refinement | None:
-        """`spec` with one of its prompts, chosen by `rng`, rewritten; None if that failed."""
-        failed = list(self.failures(spec))
+    def refine(
+        self, spec: AgentSpec, failed: Sequence[Failure], rng: np.random.Generator
+    ) -> Refinement | None:
+        """`spec` with one of its prompts, chosen by `rng`, rewritten from `failed` (see
+        `failures_of`); None without failures or prompts, or if the rewrite failed."""
         prompts = prompt_params(spec)
         if not failed or not prompts:
             return None

@@ -16,7 +16,13 @@ from agentdesign.search._mcts import MctsStrategy
 from agentdesign.search._refine import PromptRefiner
 from agentdesign.search._space import SearchSpace
 
-__all__ = ["STRATEGIES", "OptunaStrategy", "make_strategy", "supports_refinement"]
+__all__ = [
+    "STRATEGIES",
+    "OptunaStrategy",
+    "check_refinable",
+    "make_strategy",
+    "supports_refinement",
+]
 
 
 class OptunaStrategy(Strategy):
@@ -90,10 +96,9 @@ def make_strategy(
     seed: int,
     objective: str = "score",
     refiner: PromptRefiner | None = None,
-    refine_every: int = 4,
 ) -> Strategy:
     """The strategy called `name`, seeded for reproducibility; a `refiner` (value-guided strategies
-    only) rewrites a prompt of a good design every `refine_every` proposals."""
+    only) rewrites a prompt of a good design every `refiner.every` proposals."""
     try:
         _, factory = STRATEGIES[name]
     except KeyError:
@@ -101,17 +106,20 @@ def make_strategy(
         raise AgentDesignError(f"unknown strategy '{name}' (available: {known})") from None
     if refiner is None:
         return factory(space=space, seed=seed, objective=objective)
-    if not supports_refinement(name):
-        raise AgentDesignError(
-            f"prompt refinement needs a value-guided strategy "
-            f"({', '.join(n for n in STRATEGIES if supports_refinement(n))}), not '{name}'"
-        )
-    return factory(
-        space=space, seed=seed, objective=objective, refiner=refiner, refine_every=refine_every
-    )
+    check_refinable(name)
+    return factory(space=space, seed=seed, objective=objective, refiner=refiner)
 
 
 def supports_refinement(name: str) -> bool:
     """Whether the strategy called `name` can propose prompt refinements."""
     factory = STRATEGIES[name][1] if name in STRATEGIES else None
     return isinstance(factory, type) and issubclass(factory, GuidedStrategy)
+
+
+def check_refinable(name: str) -> None:
+    """Refuse prompt refinement for a strategy that cannot propose it, naming those that can."""
+    if not supports_refinement(name):
+        raise AgentDesignError(
+            f"prompt refinement needs a value-guided strategy "
+            f"({', '.join(n for n in STRATEGIES if supports_refinement(n))}), not '{name}'"
+        )

@@ -62,7 +62,7 @@ def test_a_refinement_rewrites_one_prompt_and_keeps_the_rest() -> None:
     calls = []
     refining = refiner(adds_a_hint)
     refining.on_call = calls.append
-    result = refining.refine(SPEC, np.random.default_rng(0))
+    result = refining.refine(SPEC, FAILED, np.random.default_rng(0))
     assert result is not None and len(calls) == 1
     before, after = prompt_params(SPEC), prompt_params(result.spec)
     assert after[result.param] == before[result.param] + HINT
@@ -80,7 +80,7 @@ def test_the_refining_model_sees_the_failures() -> None:
         seen.append(messages[-1]["content"])
         return adds_a_hint(model, messages, t, s)
 
-    assert refiner(spy).refine(SPEC, np.random.default_rng(1)) is not None
+    assert refiner(spy).refine(SPEC, FAILED, np.random.default_rng(1)) is not None
     assert (
         "What is 2 + 3?" in seen[0] and "Answer: 6" in seen[0] and "Expected answer: 5" in seen[0]
     )
@@ -96,7 +96,7 @@ def test_a_rewrite_that_breaks_the_output_contract_is_refused() -> None:
 
     refining = refiner(drops_the_format)
     for seed in range(20):  # whichever prompt it picks, no rewrite without its format line
-        result = refining.refine(spec, np.random.default_rng(seed))
+        result = refining.refine(spec, FAILED, np.random.default_rng(seed))
         assert result is None or result.param not in contract
 
 
@@ -104,20 +104,20 @@ def test_no_failures_no_call_and_a_failed_call_gives_nothing() -> None:
     def never(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
         raise AssertionError("called without failures")
 
-    assert refiner(never, failures=[]).refine(SPEC, np.random.default_rng(0)) is None
-    assert not refiner(never, failures=[]).can_refine(SPEC)
+    assert refiner(never).refine(SPEC, [], np.random.default_rng(0)) is None
+    assert refiner(never, failures=[]).failures_of(SPEC) == []
 
     def down(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
         raise LLMCallError("503")
 
-    assert refiner(down).refine(SPEC, np.random.default_rng(0)) is None
+    assert refiner(down).refine(SPEC, FAILED, np.random.default_rng(0)) is None
 
 
 def test_only_value_guided_strategies_refine() -> None:
     space = config("x", "mcts").space()
     with pytest.raises(AgentDesignError, match="value-guided"):
         make_strategy("tpe", space=space, seed=0, refiner=refiner(adds_a_hint))
-    with pytest.raises(AgentDesignError, match="needs strategy mcts or evolution"):
+    with pytest.raises(AgentDesignError, match=r"value-guided strategy \(mcts, evolution\)"):
         config("y", "tpe", refine_every=2)
     with pytest.raises(AgentDesignError, match="must not be negative"):
         config("z", "mcts", refine_every=-1)
@@ -180,7 +180,7 @@ def test_the_embedded_model_refines_a_prompt() -> None:
         on_call=calls.append,
         max_tokens=96,
     )
-    result = refining.refine(spec, np.random.default_rng(0))
+    result = refining.refine(spec, FAILED, np.random.default_rng(0))
     assert len(calls) == 1 and calls[0].completion_tokens > 0
     if result is not None:
         changed = prompt_params(result.spec, changed_only=True)
