@@ -23,6 +23,7 @@ class FakeCall:
     temperature: float
     max_tokens: int
     seed: int | None
+    stop: tuple[str, ...] = ()
 
 
 class FakeChatModel:
@@ -46,13 +47,16 @@ class FakeChatModel:
         temperature: float,
         max_tokens: int,
         seed: int | None,
+        stop: Sequence[str] = (),
     ) -> Completion:
         frozen = tuple(tuple(sorted(m.items())) for m in messages)
         with self._lock:
-            self.calls.append(FakeCall(model, frozen, temperature, max_tokens, seed))
+            self.calls.append(FakeCall(model, frozen, temperature, max_tokens, seed, tuple(stop)))
         if self.latency_s:
             time.sleep(self.latency_s)
         text = self.responder(model, messages, temperature, seed)
+        for marker in stop:  # as a provider does: the text ends before the first stop string
+            text = text.split(marker, 1)[0]
         prompt_tokens = sum(len(m["content"].split()) for m in messages)
         return Completion(
             text=text,

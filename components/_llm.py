@@ -112,6 +112,7 @@ class LiteLLMChatModel:
         temperature: float,
         max_tokens: int,
         seed: int | None,
+        stop: Sequence[str] = (),
     ) -> Completion:
         request: dict[str, Any] = {
             "model": model,
@@ -120,6 +121,8 @@ class LiteLLMChatModel:
             "max_tokens": max_tokens,
             "seed": seed,
         }
+        if stop:  # only when given, so requests without one keep their cache keys
+            request["stop"] = list(stop)
         if self.api_base:
             request["api_base"] = self.api_base
         key = ResponseCache.key(request)

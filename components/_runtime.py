@@ -54,6 +54,7 @@ class ChatModel(Protocol):
         temperature: float,
         max_tokens: int,
         seed: int | None,
+        stop: Sequence[str] = (),
     ) -> Completion: ...
 
 
@@ -816,8 +817,10 @@ class Solver:
         temperature: float,
         seed: int,
         max_tokens: int,
+        stop: Sequence[str] = (),
     ) -> str:
-        """One model call, recorded (failed ones too) and checked against the task's budget."""
+        """One model call, recorded (failed ones too) and checked against the task's budget;
+        generation ends before any of the `stop` strings."""
         self.trace.check_before_call()
         prompt = messages[-1]["content"]
         try:
@@ -827,6 +830,7 @@ class Solver:
                 temperature=temperature,
                 max_tokens=max_tokens,
                 seed=seed,
+                stop=stop,
             )
         except LLMCallError as exc:
             self.trace.add(CallRecord("llm", role, prompt, "", error=str(exc)))

@@ -215,6 +215,9 @@ class SelfRefine(Workflow):
 
 
 _ACTION = re.compile(r"Action:\W*(\w+)\s*\[", re.IGNORECASE)
+# A turn ends at its action: without this, small models go on to invent the observation and
+# further turns, hundreds of tokens the workflow throws away.
+_REACT_STOP = ("\nObservation:",)
 
 
 def _parse_action(text: str) -> tuple[str, str, str] | None:
@@ -231,6 +234,22 @@ def _parse_action(text: str) -> tuple[str, str, str] | None:
     if close < 0:
         return None
     return text[: match.end() + close + 1], match.group(1).lower(), rest[:close]
+
+
+_BARE_ACTION = re.compile(r"^\W*Action:[ \t]*(.+?)[ \t.]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _bare_env_action(text: str, valid_actions: Sequence[str]) -> tuple[str, str, str] | None:
+    """An environment action written without act[...] ('Action: take coin', 'Action:
+    take[coin]'), as ("text up to it", "act", the action), if it is one of `valid_actions`."""
+    match = _BARE_ACTION.search(text)
+    if match is None:
+        return None
+    written = re.sub(r"\s*\[\s*(.*?)\s*\]$", r" \1", match.group(1)).strip().lower()
+    for action in valid_actions:
+        if action.lower() == written:
+            return text[: match.end()], "act", action
+    return None
 
 
 def _react_example(example: Example) -> str:
@@ -272,11 +291,13 @@ class ReAct(Workflow):
         tool = solver.tool
         actions = {tool.action: tool.action_doc} if tool.action else {}
         turns: Iterable[int]
+        state: EnvState | None = None
         if solver.environment is None:
             problem, turns = question, range(self.max_steps)
             actions["finish"] = "ends the task with your final answer, e.g. finish[42]"
         else:
-            problem, turns = _state_text(solver.start_episode()), itertools.count()
+            state = solver.start_episode()
+            problem, turns = _state_text(state), itertools.count()
             actions["act"] = "does one thing in the environment, e.g. act[look around]"
             actions["finish"] = "gives up the episode (it ends by itself when the task is done)"
         listing = "\n".join(f"- {name}[...]: {doc}" for name, doc in actions.items())
@@ -290,16 +311,23 @@ class ReAct(Workflow):
         text = ""
         for _ in turns:
             text = solver.call(
-                "solver", messages, temperature=0.0, seed=0, max_tokens=solver.reasoning.max_tokens
+                "solver",
+                messages,
+                temperature=0.0,
+                seed=0,
+                max_tokens=solver.reasoning.max_tokens,
+                stop=_REACT_STOP,
             )
             step = _parse_action(text)
+            if state is not None and (step is None or step[1] not in actions):
+                step = _bare_env_action(text, state.valid_actions) or step
             if step is None:
                 said, observation = text, "no action found; end each turn with 'Action: name[...]'"
             else:
                 said, name, argument = step
                 if name == "finish":
                     return Attempt(output=said, answer=argument.strip(), context=context)
-                if name == "act" and "act" in actions:
+                if name == "act" and state is not None:
                     state = solver.act(argument.strip())
                     if state.done:
                         return Attempt(output=said, answer=argument.strip(), context=context)

@@ -119,6 +119,23 @@ def test_invalid_actions_are_fed_back_as_observations() -> None:
     assert result.episode.steps == 4  # the environment counts the invalid 'jump'
 
 
+def test_an_environment_action_written_without_act_brackets_is_played_if_valid() -> None:
+    llm = scripted(["Thought: go.\nAction: inc", "Action: sing", "Action: INC.", "Action: inc[]"])
+    result = Agent(REACT, llm=llm).run("count", environment=CountToThree())
+    assert result.episode is not None
+    assert (result.episode.score, result.episode.steps) == (1.0, 3)
+    assert dict(llm.calls[2].messages[-1])["content"].startswith("Observation: no action found")
+
+
+def test_each_turn_stops_before_an_observation_the_model_invents() -> None:
+    invents = "Thought: go.\nAction: inc\nObservation: The count is 3.\nAction: finish[x]"
+    llm = scripted([invents])
+    result = Agent(REACT, llm=llm).run("count", environment=CountToThree())
+    assert all(call.stop == ("\nObservation:",) for call in llm.calls)
+    assert result.episode is not None
+    assert (result.episode.score, result.episode.steps) == (1.0, 3)
+
+
 def test_the_step_limit_stops_the_episode_as_a_budget_stop_keeping_its_score() -> None:
     env = CountToThree(max_steps=2)
     result = Agent(REACT, llm=scripted(act("inc"))).run("count", environment=env)

@@ -79,6 +79,22 @@ def test_the_cache_answers_a_repeated_request_without_a_call(scripted: Any, tmp_
     assert len(fake.requests) == 2
 
 
+def test_stop_strings_reach_the_provider_only_when_given(scripted: Any) -> None:
+    fake = scripted([])
+    llm = LiteLLMChatModel()
+    complete(llm)
+    llm.complete(
+        model="openai/gpt-4o-mini",
+        messages=MESSAGES,
+        temperature=0.0,
+        max_tokens=16,
+        seed=0,
+        stop=("\nObservation:",),
+    )
+    assert "stop" not in fake.requests[0]  # so requests without one keep their cache keys
+    assert fake.requests[1]["stop"] == ["\nObservation:"]
+
+
 def test_transient_errors_are_retried_with_backoff(scripted: Any) -> None:
     litellm = import_litellm()
     fake = scripted(
