@@ -240,16 +240,24 @@ _BARE_ACTION = re.compile(r"^\W*Action:[ \t]*(.+?)[ \t.]*$", re.IGNORECASE | re.
 
 
 def _bare_env_action(text: str, valid_actions: Sequence[str]) -> tuple[str, str, str] | None:
-    """An environment action written without act[...] ('Action: take coin', 'Action:
-    take[coin]'), as ("text up to it", "act", the action), if it is one of `valid_actions`."""
+    """An environment action written without act[...], as ("text up to it", "act", action).
+
+    'Action: take coin' is played as written (the environment says if it is unknown: ScienceWorld
+    lists only templates such as 'go to LOC'); 'Action: take[coin]' only if 'take coin' is one of
+    `valid_actions`, since a bracket can be a misspelt protocol action. A listed action's own
+    spelling is used; 'finish' is never sent to the environment.
+    """
     match = _BARE_ACTION.search(text)
     if match is None:
         return None
-    written = re.sub(r"\s*\[\s*(.*?)\s*\]$", r" \1", match.group(1)).strip().lower()
-    for action in valid_actions:
-        if action.lower() == written:
-            return text[: match.end()], "act", action
-    return None
+    line = match.group(1)
+    written = re.sub(r"\s*\[\s*(.*?)\s*\]$", r" \1", line).strip()
+    listed = {action.lower(): action for action in valid_actions}
+    if written.lower() in listed:
+        return text[: match.end()], "act", listed[written.lower()]
+    if "[" in line or not written or written.split()[0].lower() == "finish":
+        return None
+    return text[: match.end()], "act", written
 
 
 def _react_example(example: Example) -> str:
@@ -274,12 +282,20 @@ class ReAct(Workflow):
     tokens (its instruction gives way to this protocol), and max_steps, not the tool's max_uses,
     bounds tool use. On an interactive task it plays the episode: act[...] steps the environment,
     whose first observation is the problem; the episode ends when the environment says it is
-    done, at finish[...], or at the task's step limit or call budget, not at max_steps.
+    done, at finish[...], or at the task's step limit or call budget, not at max_steps. Each call
+    sees the problem and the last `history_turns` turns, so its prompt stops growing there.
     """
 
     name: ClassVar[str] = "react"
     plays_episodes: ClassVar[bool] = True
     max_steps: int = param(5, low=2, high=8, doc="model turns before giving up")
+    history_turns: int = param(
+        8,
+        low=2,
+        high=16,
+        doc="earlier turns each call sees again (the problem always): bounds every prompt, so "
+        "a long episode neither outgrows the context nor pays for its whole past at every step",
+    )
     instruction: str = param(
         "Solve the problem in turns. In each turn write one line 'Thought: <your reasoning>', then "
         "one line 'Action: <action>[<argument>]', and stop. After an action you get back "
@@ -309,10 +325,11 @@ class ReAct(Workflow):
             render=_react_example,
         )
         text = ""
+        history: list[dict[str, str]] = []
         for _ in turns:
             text = solver.call(
                 "solver",
-                messages,
+                [*messages, *history[-2 * self.history_turns :]],
                 temperature=0.0,
                 seed=0,
                 max_tokens=solver.reasoning.max_tokens,
@@ -336,8 +353,7 @@ class ReAct(Workflow):
                     observation = solver.use_tool(argument).text
                 else:
                     observation = f"unknown action '{name}'; use one of: {', '.join(actions)}"
-            messages = [
-                *messages,
+            history += [
                 {"role": "assistant", "content": said},
                 {"role": "user", "content": f"Observation: {observation}"},
             ]

@@ -72,15 +72,17 @@ class CountToThree:
 
 
 def scripted(turns: Sequence[str]) -> FakeChatModel:
-    """A fake model that says turns[i] at its i-th turn of a task (the last one from then on)."""
+    """A fake model that says turns[i] at its i-th call (the last one from then on); counted by
+    call, not by the turns in the prompt, which ReAct's history window cuts."""
+    llm: FakeChatModel
 
     def respond(
         model: str, messages: Sequence[Message], temperature: float, seed: int | None
     ) -> str:
-        done = sum(1 for m in messages if m["role"] == "assistant")
-        return turns[min(done, len(turns) - 1)]
+        return turns[min(len(llm.calls) - 1, len(turns) - 1)]
 
-    return FakeChatModel(respond)
+    llm = FakeChatModel(respond)
+    return llm
 
 
 def act(*actions: str) -> list[str]:
@@ -119,12 +121,33 @@ def test_invalid_actions_are_fed_back_as_observations() -> None:
     assert result.episode.steps == 4  # the environment counts the invalid 'jump'
 
 
-def test_an_environment_action_written_without_act_brackets_is_played_if_valid() -> None:
-    llm = scripted(["Thought: go.\nAction: inc", "Action: sing", "Action: INC.", "Action: inc[]"])
+def test_an_environment_action_written_without_act_brackets_is_played() -> None:
+    turns = [
+        "Thought: go.\nAction: inc",  # a listed action
+        "Action: sing",  # not listed: the environment says so
+        "Action: dance[now]",  # a bracket that is no listed action: a misspelt protocol action
+        "Action: INC.",  # the listed spelling is used
+        "Action: inc[]",
+    ]
+    llm = scripted(turns)
     result = Agent(REACT, llm=llm).run("count", environment=CountToThree())
     assert result.episode is not None
-    assert (result.episode.score, result.episode.steps) == (1.0, 3)
-    assert dict(llm.calls[2].messages[-1])["content"].startswith("Observation: no action found")
+    assert (result.episode.score, result.episode.steps) == (1.0, 4)
+    shown = [dict(call.messages[-1])["content"] for call in llm.calls[2:4]]
+    assert shown[0].startswith("Observation: Unknown action: sing")
+    assert shown[1].startswith("Observation: unknown action 'dance'; use one of: act, finish")
+
+
+def test_each_call_sees_the_problem_and_only_the_last_history_turns() -> None:
+    llm = scripted(act("look", "look", "look", "inc", "inc", "inc"))
+    spec = REACT.set_params(workflow__history_turns=2)
+    result = Agent(spec, llm=llm).run("count", environment=CountToThree())
+    assert result.episode is not None and result.episode.score == 1.0
+    assert [len(call.messages) for call in llm.calls] == [2, 4, 6, 6, 6, 6]
+    problem = (("content", "Count to three.\n\nValid actions: inc, look"), ("role", "user"))
+    assert all(call.messages[1] == problem for call in llm.calls)
+    last = dict(llm.calls[-1].messages[-1])["content"]
+    assert last.startswith("Observation: The count is 2.")
 
 
 def test_each_turn_stops_before_an_observation_the_model_invents() -> None:
