@@ -302,6 +302,11 @@ class ReAct(Workflow):
         "'Observation: <result>'. When you know the final answer, use finish[<answer>].",
         doc="the protocol, as explained to the model",
     )
+    repeat_note: str = param(
+        "Nothing changed: you just did exactly that. Choose a different action.",
+        doc="added to an observation that repeats the last one after the same action (small "
+        "models otherwise loop, e.g. 'look around' until the step limit)",
+    )
 
     def run(self, solver: Solver, question: str) -> Attempt:
         tool = solver.tool
@@ -326,6 +331,7 @@ class ReAct(Workflow):
         )
         text = ""
         history: list[dict[str, str]] = []
+        last: tuple[tuple[str, str] | None, str] | None = None  # the last turn's action and result
         for _ in turns:
             text = solver.call(
                 "solver",
@@ -353,9 +359,12 @@ class ReAct(Workflow):
                     observation = solver.use_tool(argument).text
                 else:
                     observation = f"unknown action '{name}'; use one of: {', '.join(actions)}"
+            turn = (step[1], step[2].strip()) if step else None, observation
+            shown = f"{observation}\n\n{self.repeat_note}" if turn == last else observation
+            last = turn
             history += [
                 {"role": "assistant", "content": said},
-                {"role": "user", "content": f"Observation: {observation}"},
+                {"role": "user", "content": f"Observation: {shown}"},
             ]
         return Attempt(output=text, answer=extract_answer(text), context=context)
 

@@ -150,6 +150,14 @@ def test_each_call_sees_the_problem_and_only_the_last_history_turns() -> None:
     assert last.startswith("Observation: The count is 2.")
 
 
+def test_a_repeated_action_with_the_same_result_is_pointed_out() -> None:
+    llm = scripted(act("look", "look", "look", "inc", "inc", "inc"))
+    Agent(REACT, llm=llm).run("count", environment=CountToThree())
+    note = dict(REACT["workflow"].get_params())["repeat_note"]
+    shown = [dict(call.messages[-1])["content"] for call in llm.calls]
+    assert [s.endswith(note) for s in shown] == [False, False, True, True, False, False]
+
+
 def test_each_turn_stops_before_an_observation_the_model_invents() -> None:
     invents = "Thought: go.\nAction: inc\nObservation: The count is 3.\nAction: finish[x]"
     llm = scripted([invents])
