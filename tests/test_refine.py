@@ -121,6 +121,10 @@ def test_only_value_guided_strategies_refine() -> None:
         config("y", "tpe", refine_every=2)
     with pytest.raises(AgentDesignError, match="must not be negative"):
         config("z", "mcts", refine_every=-1)
+    with pytest.raises(AgentDesignError, match="needs n >= 1, got 0"):
+        PromptRefiner(
+            llm=FakeChatModel(adds_a_hint), model="fake/model", failures=lambda s: [], every=0
+        )
 
 
 def answers_and_refines(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
