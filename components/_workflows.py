@@ -359,7 +359,7 @@ class ReAct(Workflow):
                     observation = solver.use_tool(argument).text
                 else:
                     observation = f"unknown action '{name}'; use one of: {', '.join(actions)}"
-            turn = (step[1], step[2].strip()) if step else None, observation
+            turn = ((step[1], step[2].strip()) if step else None, observation)
             shown = f"{observation}\n\n{self.repeat_note}" if turn == last else observation
             last = turn
             history += [
