@@ -283,7 +283,8 @@ class ReAct(Workflow):
     bounds tool use. On an interactive task it plays the episode: act[...] steps the environment,
     whose first observation is the problem; the episode ends when the environment says it is
     done, at finish[...], or at the task's step limit or call budget, not at max_steps. Each call
-    sees the problem and the last `history_turns` turns, so its prompt stops growing there.
+    sees the problem and the last `history_turns` turns, so its prompt stops growing there. Any
+    task ends early after `give_up_after` turns in a row with the same action and result.
     """
 
     name: ClassVar[str] = "react"
@@ -306,6 +307,13 @@ class ReAct(Workflow):
         "Nothing changed: you just did exactly that. Choose a different action.",
         doc="added to an observation that repeats the last one after the same action (small "
         "models otherwise loop, e.g. 'look around' until the step limit)",
+    )
+    give_up_after: int = param(
+        4,
+        low=2,
+        high=16,
+        doc="turns in a row with the same action and the same result that end the task: a model "
+        "at temperature 0 that repeats itself rarely stops, and each repeat costs a whole call",
     )
 
     def run(self, solver: Solver, question: str) -> Attempt:
@@ -332,6 +340,7 @@ class ReAct(Workflow):
         text = ""
         history: list[dict[str, str]] = []
         last: tuple[tuple[str, str] | None, str] | None = None  # the last turn's action and result
+        repeats = 0  # turns in a row equal to `last`
         for _ in turns:
             text = solver.call(
                 "solver",
@@ -360,7 +369,10 @@ class ReAct(Workflow):
                 else:
                     observation = f"unknown action '{name}'; use one of: {', '.join(actions)}"
             turn = ((step[1], step[2].strip()) if step else None, observation)
-            shown = f"{observation}\n\n{self.repeat_note}" if turn == last else observation
+            repeats = repeats + 1 if turn == last else 1
+            if repeats >= self.give_up_after:
+                break
+            shown = f"{observation}\n\n{self.repeat_note}" if repeats > 1 else observation
             last = turn
             history += [
                 {"role": "assistant", "content": said},

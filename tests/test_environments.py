@@ -158,6 +158,24 @@ def test_a_repeated_action_with_the_same_result_is_pointed_out() -> None:
     assert [s.endswith(note) for s in shown] == [False, False, True, True, False, False]
 
 
+def test_the_same_action_meeting_the_same_result_give_up_after_times_ends_the_task() -> None:
+    llm = scripted(act("inc", "look"))  # 'look' from the second call on, for ever
+    spec = REACT.set_params(workflow__give_up_after=3)
+    result = Agent(spec, llm=llm).run("count", environment=CountToThree())
+    assert result.error_kind is None
+    assert result.episode is not None
+    assert (result.episode.steps, result.episode.done) == (4, False)
+    assert result.episode.score == pytest.approx(1 / 3)
+    assert len(llm.calls) == 4
+
+
+def test_a_repeat_that_changes_the_result_is_no_reason_to_give_up() -> None:
+    spec = REACT.set_params(workflow__give_up_after=2)
+    result = Agent(spec, llm=scripted(act("inc"))).run("count", environment=CountToThree())
+    assert result.episode is not None
+    assert (result.episode.score, result.episode.done) == (1.0, True)
+
+
 def test_each_turn_stops_before_an_observation_the_model_invents() -> None:
     invents = "Thought: go.\nAction: inc\nObservation: The count is 3.\nAction: finish[x]"
     llm = scripted([invents])
@@ -311,7 +329,8 @@ def test_scienceworld_gold_path_through_react_scores_1() -> None:
 def test_twx_invalid_action_and_step_limit_on_the_real_game() -> None:
     bench = get_benchmark("twx-coin")
     task = bench.tasks()[0]
-    outcome = run_task(Agent(REACT, llm=scripted(act("fly to the moon"))), bench, task)
+    alternating = act(*["fly to the moon", "swim"] * bench.max_steps)  # no repeat to give up on
+    outcome = run_task(Agent(REACT, llm=scripted(alternating)), bench, task)
     assert outcome.error_kind == "budget" and outcome.score == 0.0
     assert outcome.details["episode"] == {"score": 0.0, "steps": bench.max_steps, "done": False}
     steps = [r for r in outcome.details["trace"] if r["role"] == "step"]
