@@ -244,17 +244,21 @@ def _bare_env_action(text: str, valid_actions: Sequence[str]) -> tuple[str, str,
 
     'Action: take coin' is played as written (the environment says if it is unknown: ScienceWorld
     lists only templates such as 'go to LOC'); 'Action: take[coin]' only if 'take coin' is one of
-    `valid_actions`, since a bracket can be a misspelt protocol action. A listed action's own
-    spelling is used; 'finish' is never sent to the environment.
+    `valid_actions`, since a bracket can be a misspelt protocol action, and 'Action: take
+    coin[<answer>]' as 'take coin' if that is listed (small models put the listed action where the
+    protocol's action name goes). A listed action's own spelling is used; 'finish' is never sent
+    to the environment.
     """
     match = _BARE_ACTION.search(text)
     if match is None:
         return None
     line = match.group(1)
     written = re.sub(r"\s*\[\s*(.*?)\s*\]$", r" \1", line).strip()
+    before_bracket = line.partition("[")[0].strip()
     listed = {action.lower(): action for action in valid_actions}
-    if written.lower() in listed:
-        return text[: match.end()], "act", listed[written.lower()]
+    for candidate in (written, before_bracket):
+        if candidate.lower() in listed:
+            return text[: match.end()], "act", listed[candidate.lower()]
     if "[" in line or not written or written.split()[0].lower() == "finish":
         return None
     return text[: match.end()], "act", written

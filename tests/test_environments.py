@@ -127,12 +127,14 @@ def test_an_environment_action_written_without_act_brackets_is_played() -> None:
         "Action: sing",  # not listed: the environment says so
         "Action: dance[now]",  # a bracket that is no listed action: a misspelt protocol action
         "Action: INC.",  # the listed spelling is used
+        "Action: look[<answer>]",  # a listed action before its bracket is played
         "Action: inc[]",
     ]
     llm = scripted(turns)
     result = Agent(REACT, llm=llm).run("count", environment=CountToThree())
     assert result.episode is not None
-    assert (result.episode.score, result.episode.steps) == (1.0, 4)
+    assert (result.episode.score, result.episode.steps) == (1.0, 5)
+    assert [r.input for r in result.trace if r.role == "step"][3] == "look"
     shown = [dict(call.messages[-1])["content"] for call in llm.calls[2:4]]
     assert shown[0].startswith("Observation: Unknown action: sing")
     assert shown[1].startswith("Observation: unknown action 'dance'; use one of: act, finish")
