@@ -269,11 +269,16 @@ def _react_example(example: Example) -> str:
     return f"{thought}Action: finish[{example.answer}]"
 
 
-def _state_text(state: EnvState) -> str:
-    """An environment's observation as the model sees it, with the actions it offers now."""
-    if not state.valid_actions:
-        return state.observation
-    return f"{state.observation}\n\nValid actions: {', '.join(state.valid_actions)}"
+def _with_valid_actions(
+    window: list[dict[str, str]], state: EnvState | None
+) -> list[dict[str, str]]:
+    """`window` with the environment's current actions after its last message only: the lists of
+    earlier turns are stale, and repeating them in every turn of the history fills the prompt."""
+    if state is None or not state.valid_actions:
+        return window
+    last = window[-1]
+    listing = f"{last['content']}\n\nValid actions: {', '.join(state.valid_actions)}"
+    return [*window[:-1], {**last, "content": listing}]
 
 
 @register
@@ -287,7 +292,8 @@ class ReAct(Workflow):
     bounds tool use. On an interactive task it plays the episode: act[...] steps the environment,
     whose first observation is the problem; the episode ends when the environment says it is
     done, at finish[...], or at the task's step limit or call budget, not at max_steps. Each call
-    sees the problem and the last `history_turns` turns, so its prompt stops growing there. Any
+    sees the problem and the last `history_turns` turns, so its prompt stops growing there, and
+    the environment's valid actions only after the latest observation. Any
     task ends early after `give_up_after` turns in a row with the same action and result.
     """
 
@@ -330,7 +336,7 @@ class ReAct(Workflow):
             actions["finish"] = "ends the task with your final answer, e.g. finish[42]"
         else:
             state = solver.start_episode()
-            problem, turns = _state_text(state), itertools.count()
+            problem, turns = state.observation, itertools.count()
             actions["act"] = "does one thing in the environment, e.g. act[look around]"
             actions["finish"] = "gives up the episode (it ends by itself when the task is done)"
         listing = "\n".join(f"- {name}[...]: {doc}" for name, doc in actions.items())
@@ -348,7 +354,7 @@ class ReAct(Workflow):
         for _ in turns:
             text = solver.call(
                 "solver",
-                [*messages, *history[-2 * self.history_turns :]],
+                _with_valid_actions([*messages, *history[-2 * self.history_turns :]], state),
                 temperature=0.0,
                 seed=0,
                 max_tokens=solver.reasoning.max_tokens,
@@ -367,7 +373,7 @@ class ReAct(Workflow):
                     state = solver.act(argument.strip())
                     if state.done:
                         return Attempt(output=said, answer=argument.strip(), context=context)
-                    observation = _state_text(state)
+                    observation = state.observation
                 elif name in actions:
                     observation = solver.use_tool(argument).text
                 else:

@@ -146,10 +146,20 @@ def test_each_call_sees_the_problem_and_only_the_last_history_turns() -> None:
     result = Agent(spec, llm=llm).run("count", environment=CountToThree())
     assert result.episode is not None and result.episode.score == 1.0
     assert [len(call.messages) for call in llm.calls] == [2, 4, 6, 6, 6, 6]
-    problem = (("content", "Count to three.\n\nValid actions: inc, look"), ("role", "user"))
-    assert all(call.messages[1] == problem for call in llm.calls)
+    problem = (("content", "Count to three."), ("role", "user"))
+    assert all(call.messages[1] == problem for call in llm.calls[1:])
     last = dict(llm.calls[-1].messages[-1])["content"]
     assert last.startswith("Observation: The count is 2.")
+
+
+def test_only_the_latest_message_lists_the_valid_actions() -> None:
+    llm = scripted(act("look", "inc", "inc", "inc"))
+    Agent(REACT, llm=llm).run("count", environment=CountToThree())
+    listing = "\n\nValid actions: inc, look"
+    for call in llm.calls:
+        users = [dict(m)["content"] for m in call.messages if dict(m)["role"] == "user"]
+        assert users[-1].endswith(listing)
+        assert not any(listing in earlier for earlier in users[:-1])
 
 
 def test_a_repeated_action_with_the_same_result_is_pointed_out() -> None:
@@ -157,7 +167,7 @@ def test_a_repeated_action_with_the_same_result_is_pointed_out() -> None:
     Agent(REACT, llm=llm).run("count", environment=CountToThree())
     note = dict(REACT["workflow"].get_params())["repeat_note"]
     shown = [dict(call.messages[-1])["content"] for call in llm.calls]
-    assert [s.endswith(note) for s in shown] == [False, False, True, True, False, False]
+    assert [note in s for s in shown] == [False, False, True, True, False, False]
 
 
 def test_the_same_action_meeting_the_same_result_give_up_after_times_ends_the_task() -> None:
