@@ -293,8 +293,8 @@ class ReAct(Workflow):
     whose first observation is the problem; the episode ends when the environment says it is
     done, at finish[...], or at the task's step limit or call budget, not at max_steps. Each call
     sees the problem and the last `history_turns` turns, so its prompt stops growing there, and
-    the environment's valid actions only after the latest observation. Any
-    task ends early after `give_up_after` turns in a row with the same action and result.
+    the environment's valid actions only after the latest observation. Any task ends early after
+    `give_up_after` turns in a row with the same action and result.
     """
 
     name: ClassVar[str] = "react"
