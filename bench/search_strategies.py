@@ -6,8 +6,9 @@
 Every evaluation is answered from the table (see agentdesign/search/_replay.py for how proposals
 map to table designs). Prints, per strategy, over the seeds: evaluations needed to reach the
 table's best design and its top 5% (median, and in how many seeds within --budget), the mean best
-score after 10/20/30 evaluations, and tokens spent after 30; then the value model's Spearman rank
-correlation with real scores on held-out designs after 10, 20 and 30 labelled designs.
+score after 10/20/30 evaluations, and tokens spent after 30; then the value model's accuracy on
+held-out designs after 10, 20 and 30 labelled designs: Spearman rank correlation with real scores,
+the share of real scores inside its 95% interval (calibration), and mean absolute error.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from agentdesign.search import (
     STRATEGIES,
     ReplayResult,
     ReplayTable,
-    held_out_rank_correlation,
+    held_out_accuracy,
     replay_search,
 )
 
@@ -74,13 +75,17 @@ def main() -> None:
         cells += [f"{statistics.mean(r.best_after(n) for r in results):.3f}" for n in CHECKPOINTS]
         cells += [f"{statistics.mean(r.tokens_after(30) for r in results):,.0f}", f"{seconds:.1f}"]
         print("| " + " | ".join(cells) + " |", flush=True)
-    print("\nvalue model, held-out Spearman rho (mean over seeds):")
+    print("\nvalue model on held-out designs (mean over seeds):")
+    print("| labelled designs | Spearman rho | 95% coverage | mean abs error |")
+    print("|---|---|---|---|")
     for n in CHECKPOINTS:
         if n < len(table.designs) - 2:
-            rhos = [
-                held_out_rank_correlation(table, n_labelled=n, seed=s) for s in range(args.seeds)
+            reports = [held_out_accuracy(table, n_labelled=n, seed=s) for s in range(args.seeds)]
+            cells = [
+                statistics.mean(getattr(r, field) for r in reports)
+                for field in ("spearman", "coverage_95", "mean_abs_error")
             ]
-            print(f"  after {n} labelled designs: {statistics.mean(rhos):.3f}")
+            print(f"| {n} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
 
 
 if __name__ == "__main__":

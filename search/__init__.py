@@ -27,7 +27,7 @@ from agentdesign.search._loop import (
 )
 from agentdesign.search._mcts import MctsStrategy
 from agentdesign.search._refine import Failure, PromptRefiner, Refinement
-from agentdesign.search._replay import ReplayResult, held_out_rank_correlation, replay_search
+from agentdesign.search._replay import ReplayResult, held_out_accuracy, replay_search
 from agentdesign.search._space import SearchSpace, prompt_params
 from agentdesign.search._strategies import (
     STRATEGIES,
@@ -76,7 +76,7 @@ __all__ = [
     "assess_value_model",
     "crossover",
     "design_features",
-    "held_out_rank_correlation",
+    "held_out_accuracy",
     "history_from_study",
     "labelled_from_archive",
     "make_strategy",

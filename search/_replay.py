@@ -18,9 +18,9 @@ import optuna
 from agentdesign.search._base import ask_trial, history_from_study, snap
 from agentdesign.search._strategies import make_strategy
 from agentdesign.search._table import ReplayTable
-from agentdesign.search._value import Labelled, ValueModel, rank_correlation
+from agentdesign.search._value import Labelled, ValueModel, ValueReport, value_report
 
-__all__ = ["ReplayResult", "held_out_rank_correlation", "replay_search"]
+__all__ = ["ReplayResult", "held_out_accuracy", "replay_search"]
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,9 @@ def replay_search(
     )
 
 
-def held_out_rank_correlation(table: ReplayTable, *, n_labelled: int, seed: int) -> float:
-    """Spearman's rho between the value model's predictions and the real scores of the table's
-    designs it was not fit on, after fitting on `n_labelled` designs drawn at random."""
+def held_out_accuracy(table: ReplayTable, *, n_labelled: int, seed: int) -> ValueReport:
+    """The value model's accuracy on the table's designs it was not fit on, after fitting on
+    `n_labelled` designs drawn at random: what a search knows after that many evaluations."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(table.designs))
     rows = [
@@ -91,5 +91,5 @@ def held_out_rank_correlation(table: ReplayTable, *, n_labelled: int, seed: int)
     ]
     model = ValueModel(seed=seed).fit([rows[i] for i in order[:n_labelled]])
     held_out = [rows[i] for i in order[n_labelled:]]
-    predicted, _ = model.predict([r.spec for r in held_out], description=table.description)
-    return rank_correlation(predicted, np.array([r.score for r in held_out]))
+    means, stds = model.predict([r.spec for r in held_out], description=table.description)
+    return value_report(means, stds, np.array([r.score for r in held_out]))

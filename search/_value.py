@@ -32,6 +32,7 @@ __all__ = [
     "design_features",
     "labelled_from_archive",
     "rank_correlation",
+    "value_report",
 ]
 
 _TEXT_FEATURES = 32
@@ -188,9 +189,13 @@ def assess_value_model(rows: Sequence[Labelled], *, folds: int = 5, seed: int = 
         for i in test:
             mean, std = model.predict([rows[i].spec], description=rows[i].description)
             means[i], stds[i] = mean[0], std[0]
-    real = np.array([r.score for r in rows])
+    return value_report(means, stds, np.array([r.score for r in rows]))
+
+
+def value_report(means: np.ndarray, stds: np.ndarray, real: np.ndarray) -> ValueReport:
+    """Rank correlation, 95% coverage and mean absolute error of predictions against real scores."""
     return ValueReport(
-        n_agents=len(rows),
+        n_agents=len(real),
         spearman=rank_correlation(means, real),
         coverage_95=float(np.mean(np.abs(real - means) <= _Z95 * stds)),
         mean_abs_error=float(np.mean(np.abs(real - means))),
