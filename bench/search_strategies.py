@@ -6,9 +6,11 @@
 Every evaluation is answered from the table (see agentdesign/search/_replay.py for how proposals
 map to table designs). Prints, per strategy, over the seeds: evaluations needed to reach the
 table's best design and its top 5% (median, and in how many seeds within --budget), the mean best
-score after 10/20/30 evaluations, and tokens spent after 30; then the value model's accuracy on
-held-out designs after 10, 20 and 30 labelled designs: Spearman rank correlation with real scores,
-the share of real scores inside its 95% interval (calibration), and mean absolute error.
+score after 10/20/30 evaluations, and tokens spent after 30. The first row, `shuffled`, takes the
+table's designs in random order with no mapping: the no-information baseline. Then the value
+model's accuracy on held-out designs after 10, 20 and 30 labelled designs: Spearman rank
+correlation with real scores, the share of real scores inside its 95% interval (calibration), and
+mean absolute error; and the table's split-half reliability, which bounds that correlation.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from agentdesign.search import (
     ReplayTable,
     held_out_accuracy,
     replay_search,
+    shuffled_replay,
+    split_half_reliability,
 )
 
 CHECKPOINTS = (10, 20, 30)
@@ -64,10 +68,12 @@ def main() -> None:
     header += [f"best@{n}" for n in CHECKPOINTS] + ["tokens@30", "s/seed"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for strategy in args.strategies:
+    for strategy in ["shuffled", *args.strategies]:
         started = time.perf_counter()
         results = [
-            replay_search(table, strategy, seed=seed, n_evaluations=budget)
+            shuffled_replay(table, seed=seed, n_evaluations=budget)
+            if strategy == "shuffled"
+            else replay_search(table, strategy, seed=seed, n_evaluations=budget)
             for seed in range(args.seeds)
         ]
         seconds = (time.perf_counter() - started) / args.seeds
@@ -86,6 +92,12 @@ def main() -> None:
                 for field in ("spearman", "coverage_95", "mean_abs_error")
             ]
             print(f"| {n} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    reliability = split_half_reliability(table)
+    print(
+        f"\nsplit-half reliability of the table's scores (Spearman-Brown, 200 splits): "
+        f"{reliability:.3f}; a value model's rho with them can hardly exceed "
+        f"{max(reliability, 0.0) ** 0.5:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,13 @@ from agentdesign.search._loop import (
 )
 from agentdesign.search._mcts import MctsStrategy
 from agentdesign.search._refine import Failure, PromptRefiner, Refinement
-from agentdesign.search._replay import ReplayResult, held_out_accuracy, replay_search
+from agentdesign.search._replay import (
+    ReplayResult,
+    held_out_accuracy,
+    replay_search,
+    shuffled_replay,
+    split_half_reliability,
+)
 from agentdesign.search._space import SearchSpace, prompt_params
 from agentdesign.search._strategies import (
     STRATEGIES,
@@ -87,5 +93,7 @@ __all__ = [
     "replay_search",
     "resume_search",
     "run_search",
+    "shuffled_replay",
+    "split_half_reliability",
     "supports_refinement",
 ]

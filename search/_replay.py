@@ -6,6 +6,11 @@ features; the trial then holds that design's spec and is told its recorded score
 learns from exactly what a live run would have measured. The value-guided strategies screen their
 candidates after this mapping, so they choose among table designs too. Mapping to the nearest
 *untried* design means no replay evaluates a design twice, as no live run does.
+
+Two yardsticks go with it. `shuffled_replay` evaluates the table in a random order, with no
+mapping: the no-information baseline for a finite table (the mapping itself can favour designs in
+sparse corners of the space). `split_half_reliability` says how far the table's own scores agree
+with themselves, which bounds how well any value model can rank them.
 """
 
 from __future__ import annotations
@@ -15,12 +20,25 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 
+from agentdesign.components import AgentDesignError
 from agentdesign.search._base import ask_trial, history_from_study, snap
 from agentdesign.search._strategies import make_strategy
 from agentdesign.search._table import ReplayTable
-from agentdesign.search._value import Labelled, ValueModel, ValueReport, value_report
+from agentdesign.search._value import (
+    Labelled,
+    ValueModel,
+    ValueReport,
+    rank_correlation,
+    value_report,
+)
 
-__all__ = ["ReplayResult", "held_out_accuracy", "replay_search"]
+__all__ = [
+    "ReplayResult",
+    "held_out_accuracy",
+    "replay_search",
+    "shuffled_replay",
+    "split_half_reliability",
+]
 
 
 @dataclass(frozen=True)
@@ -81,6 +99,19 @@ def replay_search(
     )
 
 
+def shuffled_replay(table: ReplayTable, *, seed: int, n_evaluations: int) -> ReplayResult:
+    """The table's designs in a seeded random order: uniform sampling without replacement."""
+    designs = table.designs
+    order = np.random.default_rng(seed).permutation(len(designs))[:n_evaluations]
+    return ReplayResult(
+        strategy="shuffled",
+        seed=seed,
+        hashes=tuple(designs[i].spec.spec_hash for i in order),
+        scores=tuple(designs[i].mean for i in order),
+        tokens=tuple(designs[i].tokens for i in order),
+    )
+
+
 def held_out_accuracy(table: ReplayTable, *, n_labelled: int, seed: int) -> ValueReport:
     """The value model's accuracy on the table's designs it was not fit on, after fitting on
     `n_labelled` designs drawn at random: what a search knows after that many evaluations."""
@@ -93,3 +124,25 @@ def held_out_accuracy(table: ReplayTable, *, n_labelled: int, seed: int) -> Valu
     held_out = [rows[i] for i in order[n_labelled:]]
     means, stds = model.predict([r.spec for r in held_out], description=table.description)
     return value_report(means, stds, np.array([r.score for r in held_out]))
+
+
+def split_half_reliability(table: ReplayTable, *, n_splits: int = 200, seed: int = 0) -> float:
+    """How reproducible the table's ranking of designs is from its own tasks.
+
+    Splits the tasks at random into two halves, ranks the designs by each half's mean, and takes
+    Spearman's rho between the two rankings, averaged over `n_splits` splits and stepped up to the
+    full task count (Spearman-Brown). Near 1: more tasks would barely reorder the designs; a value
+    model's rank correlation with these scores can hardly exceed the square root of it.
+    """
+    n_tasks = len(table.task_ids)
+    if n_tasks < 2:
+        raise AgentDesignError("split-half reliability needs at least two tasks")
+    scores = np.array([d.scores for d in table.designs])
+    rng = np.random.default_rng(seed)
+    halves = []
+    for _ in range(n_splits):
+        order = rng.permutation(n_tasks)
+        first, second = order[: n_tasks // 2], order[n_tasks // 2 :]
+        halves.append(rank_correlation(scores[:, first].mean(1), scores[:, second].mean(1)))
+    half = float(np.mean(halves))
+    return 2 * half / (1 + half) if half > -1 else -1.0

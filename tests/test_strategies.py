@@ -5,6 +5,7 @@ The replay table here is SYNTHETIC (tests/synthetic_table.py): made-up scores wi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,8 @@ from agentdesign.search import (
     replay_search,
     resume_search,
     run_search,
+    shuffled_replay,
+    split_half_reliability,
 )
 from agentdesign.search._loop import study_name
 from agentdesign.search._space import SPACE_PRESETS
@@ -273,6 +276,33 @@ def test_replay_answers_from_the_table_and_never_repeats(table: ReplayTable, str
     assert set(result.hashes) <= set(table.by_hash())
     assert result.best_after(12) >= result.best_after(5)
     assert result.tokens_after(12) == sum(table.by_hash()[h].tokens for h in result.hashes)
+
+
+def test_a_shuffled_replay_takes_the_table_in_a_seeded_random_order(table: ReplayTable) -> None:
+    first, again = (shuffled_replay(table, seed=3, n_evaluations=len(table.designs)) for _ in "ab")
+    assert first == again and sorted(first.hashes) == sorted(table.by_hash())
+    other = shuffled_replay(table, seed=4, n_evaluations=10)
+    assert len(other.hashes) == 10 and other.hashes != first.hashes[:10]
+
+
+def test_split_half_reliability_tells_structure_from_noise(table: ReplayTable) -> None:
+    assert split_half_reliability(table) > 0.4  # component effects rank designs the same way
+    rng = np.random.default_rng(0)
+    noise = dataclasses.replace(
+        table,
+        designs=tuple(
+            dataclasses.replace(d, scores=tuple(float(s) for s in rng.random(20) < 0.5))
+            for d in table.designs
+        ),
+    )
+    assert abs(split_half_reliability(noise)) < 0.3  # every design equally good: no ranking
+    one_task = dataclasses.replace(
+        table,
+        task_ids=table.task_ids[:1],
+        designs=tuple(dataclasses.replace(d, scores=d.scores[:1]) for d in table.designs),
+    )
+    with pytest.raises(AgentDesignError, match="two tasks"):
+        split_half_reliability(one_task)
 
 
 def test_a_replay_table_round_trips_and_a_bad_one_is_refused(
