@@ -15,6 +15,7 @@ with themselves, which bounds how well any value model can rank them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,7 @@ import optuna
 from agentdesign.components import AgentDesignError
 from agentdesign.search._base import ask_trial, history_from_study, snap
 from agentdesign.search._strategies import make_strategy
-from agentdesign.search._table import ReplayTable
+from agentdesign.search._table import ReplayDesign, ReplayTable
 from agentdesign.search._value import (
     Labelled,
     ValueModel,
@@ -64,6 +65,17 @@ class ReplayResult:
     def tokens_after(self, n: int) -> int:
         return sum(self.tokens[:n])
 
+    @classmethod
+    def of(cls, strategy: str, seed: int, evaluated: Sequence[ReplayDesign]) -> ReplayResult:
+        """The result of evaluating `evaluated` in this order."""
+        return cls(
+            strategy=strategy,
+            seed=seed,
+            hashes=tuple(d.spec.spec_hash for d in evaluated),
+            scores=tuple(d.mean for d in evaluated),
+            tokens=tuple(d.tokens for d in evaluated),
+        )
+
 
 def replay_search(
     table: ReplayTable,
@@ -80,7 +92,7 @@ def replay_search(
     study = optuna.create_study(sampler=chosen.sampler(), directions=chosen.directions())
     designs = table.by_hash()
     pool = tuple(d.spec for d in table.designs)
-    hashes: list[str] = []
+    evaluated: list[ReplayDesign] = []
     for _ in range(min(n_evaluations, len(designs))):
         history = history_from_study(study, description=table.description, pool=pool)
         trial = ask_trial(study, chosen, history)
@@ -89,27 +101,14 @@ def replay_search(
         trial.set_user_attr("spec", nearest.to_json())
         per_task = design.tokens / len(design.scores)
         study.tell(trial, [design.mean] if objective == "score" else [design.mean, per_task])
-        hashes.append(nearest.spec_hash)
-    return ReplayResult(
-        strategy=strategy,
-        seed=seed,
-        hashes=tuple(hashes),
-        scores=tuple(designs[h].mean for h in hashes),
-        tokens=tuple(designs[h].tokens for h in hashes),
-    )
+        evaluated.append(design)
+    return ReplayResult.of(strategy, seed, evaluated)
 
 
 def shuffled_replay(table: ReplayTable, *, seed: int, n_evaluations: int) -> ReplayResult:
     """The table's designs in a seeded random order: uniform sampling without replacement."""
-    designs = table.designs
-    order = np.random.default_rng(seed).permutation(len(designs))[:n_evaluations]
-    return ReplayResult(
-        strategy="shuffled",
-        seed=seed,
-        hashes=tuple(designs[i].spec.spec_hash for i in order),
-        scores=tuple(designs[i].mean for i in order),
-        tokens=tuple(designs[i].tokens for i in order),
-    )
+    order = np.random.default_rng(seed).permutation(len(table.designs))[:n_evaluations]
+    return ReplayResult.of("shuffled", seed, [table.designs[i] for i in order])
 
 
 def held_out_accuracy(table: ReplayTable, *, n_labelled: int, seed: int) -> ValueReport:
