@@ -67,6 +67,7 @@ from agentdesign.archive._tables import (
     RunEntryRow,
     RunRow,
     SearchCallRow,
+    TaskFailureRow,
     TaskResultRow,
 )
 from agentdesign.components._errors import AgentDesignError
@@ -79,7 +80,8 @@ __all__ = ["Archive", "ArchiveError"]
 
 RUN_STATUSES = ("running", "finished", "failed")
 FINISHED_EVALUATION_STATUSES = ("complete", "pruned", "failed")
-SPLITS = ("search", "holdout")
+SPLITS = ("search", "holdout", "all")
+RUN_ENTRY_ROLES = ("candidate", "winner", "baseline", "exploratory")
 
 _CREATED_BY = "agentdesign"
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -251,6 +253,29 @@ class Archive:
             session.refresh(row)
             return _record(RunRecord, row)
 
+    def record_winner(self, name: str, agent_hash: str) -> RunRecord:
+        """Fixes the run's winner, once: a second call with another agent is refused.
+
+        The search records it before any holdout task runs, so nothing seen on the holdout can
+        change which design the run reports as its winner.
+        """
+        with self._write_session() as session:
+            row = self._run_row(session, name, lock=True)
+            self._agent_row(session, agent_hash)
+            if row.winner_hash is not None and row.winner_hash != agent_hash:
+                raise ArchiveError(
+                    f"run {name!r} already recorded {row.winner_hash} as its winner "
+                    f"on {_utc(row.winner_at or row.updated_at):%Y-%m-%d %H:%M} UTC; "
+                    "a winner is never replaced"
+                )
+            if row.winner_hash is None:
+                row.winner_hash = agent_hash
+                row.winner_at = _now()
+                session.add(row)
+                session.commit()
+                session.refresh(row)
+            return _record(RunRecord, row)
+
     # -- agents -------------------------------------------------------------------------------
 
     def add_agent(
@@ -364,6 +389,50 @@ class Archive:
             session.commit()
             return True
 
+    def add_task_failure(self, evaluation_id: int, outcome: TaskOutcome) -> None:
+        """Records a task attempt the provider failed: kept for the record, never a score, so the
+        task stays open and runs again on resume."""
+        row = TaskFailureRow(
+            evaluation_id=evaluation_id,
+            task_id=_text(outcome.task_id, "task_id"),
+            error_kind=_text(outcome.error_kind or "provider", "error_kind"),
+            error=outcome.error or "",
+            prompt_tokens=_count(outcome.prompt_tokens, "prompt_tokens"),
+            completion_tokens=_count(outcome.completion_tokens, "completion_tokens"),
+            cost=_non_negative(outcome.cost, "cost"),
+            latency_s=_non_negative(outcome.latency_s, "latency_s"),
+            created_at=_now(),
+        )
+        with self._write_session() as session:
+            self._evaluation_row(session, evaluation_id)
+            session.add(row)
+            session.commit()
+
+    def task_failures(self, evaluation_id: int) -> list[TaskOutcome]:
+        """The provider failures recorded for an evaluation's tasks, oldest first."""
+        with self._session() as session:
+            self._evaluation_row(session, evaluation_id)
+            rows = session.exec(
+                select(TaskFailureRow)
+                .where(col(TaskFailureRow.evaluation_id) == evaluation_id)
+                .order_by(col(TaskFailureRow.id))
+            )
+            return [
+                TaskOutcome(
+                    task_id=row.task_id,
+                    output="",
+                    answer="",
+                    score=0.0,
+                    prompt_tokens=row.prompt_tokens,
+                    completion_tokens=row.completion_tokens,
+                    cost=row.cost,
+                    latency_s=row.latency_s,
+                    error_kind=row.error_kind,
+                    error=row.error,
+                )
+                for row in rows
+            ]
+
     def finish_evaluation(
         self, evaluation_id: int, *, status: str, mean: float, ci_low: float, ci_high: float
     ) -> EvaluationRecord:
@@ -402,8 +471,9 @@ class Archive:
         evaluation_id: int,
         trial_number: int | None,
         max_agents: int | None = None,
+        role: str = "candidate",
     ) -> bool:
-        """Notes that a run used an evaluation; a repeat call keeps the first trial number.
+        """Notes that a run used an evaluation; a repeat call keeps the first trial and role.
 
         With `max_agents`, an agent new to the run is refused (False) once the run holds that many:
         the run's row stays locked meanwhile, so workers racing for the last slot get one each.
@@ -433,6 +503,7 @@ class Archive:
                 agent_hash=agent_hash,
                 evaluation_id=evaluation_id,
                 trial_number=None if trial_number is None else _int(trial_number, "trial_number"),
+                role=_choice(role, RUN_ENTRY_ROLES, "run entry role"),
                 created_at=_now(),
             )
             query = entries.where(col(RunEntryRow.evaluation_id) == evaluation_id)

@@ -35,6 +35,8 @@ class RunRecord:
     holdout_task_ids: tuple[str, ...]
     status: str
     elapsed_s: float
+    winner_hash: str | None
+    winner_at: datetime | None
     created_at: datetime
     updated_at: datetime
 

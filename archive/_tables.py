@@ -1,4 +1,4 @@
-"""The archive's database tables (schema version 5; `migrations/` upgrades older archives).
+"""The archive's database tables (schema version 6; `migrations/` upgrades older archives).
 
 Every table name starts with `ad_` because the optuna study of each run lives in the same database
 and owns its own unprefixed tables (and `alembic_version`). Stored JSON is written once and never
@@ -23,12 +23,13 @@ __all__ = [
     "RunEntryRow",
     "RunRow",
     "SearchCallRow",
+    "TaskFailureRow",
     "TaskResultRow",
     "metadata",
 ]
 
 # The alembic revision of `migrations/versions/` that creates this schema bears the same number.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # The tables optuna 5's RDBStorage creates in a database it shares with the archive; an archive may
 # hold them, any other foreign table means the database belongs to something else.
@@ -95,6 +96,10 @@ class RunRow(_Table, table=True):
     holdout_task_ids: list[str] = _json_column()
     status: str
     elapsed_s: float
+    # The design chosen on search scores alone, recorded before any holdout task runs; never
+    # changed afterwards, so no later look at the holdout can pick a different winner.
+    winner_hash: str | None = None
+    winner_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
     created_at: datetime = _timestamp()
     updated_at: datetime = _timestamp()
 
@@ -224,6 +229,10 @@ class RunEntryRow(_Table, table=True):
     agent_hash: str = Field(foreign_key="ad_agent.spec_hash", index=True)
     evaluation_id: int = Field(foreign_key="ad_evaluation.id", index=True)
     trial_number: int | None = None
+    # Why the run holds it: "candidate" (a searched design), "winner" (the recorded winner's
+    # holdout confirmation), "baseline" (a hand-designed agent on the holdout) or "exploratory"
+    # (more designs on the holdout after the winner was fixed; never a verdict).
+    role: str = Field(default="candidate", sa_column_kwargs={"server_default": "candidate"})
     created_at: datetime = _timestamp()
 
 
@@ -240,6 +249,24 @@ class SearchCallRow(_Table, table=True):
     run_id: int = Field(foreign_key="ad_run.id", index=True)
     purpose: str
     model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency_s: float
+    created_at: datetime = _timestamp()
+
+
+class TaskFailureRow(_Table, table=True):
+    """A task attempt that the provider failed (rate limit, server error, timeout, a garbled or
+    empty reply after the retries): kept for the record, never a score; the task runs again."""
+
+    __tablename__ = "ad_task_failure"
+
+    id: int | None = Field(default=None, primary_key=True)
+    evaluation_id: int = Field(foreign_key="ad_evaluation.id", index=True)
+    task_id: str
+    error_kind: str
+    error: str = Field(sa_type=Text)
     prompt_tokens: int
     completion_tokens: int
     cost: float

@@ -135,6 +135,7 @@ def test_new_archive_has_meta_and_prefixed_tables(archive: Archive) -> None:
         "ad_task_result",
         "ad_run_entry",
         "ad_search_call",
+        "ad_task_failure",
         "ad_alembic_version",
     }
     assert meta == {"schema_version": str(SCHEMA_VERSION), "created_by": "agentdesign"}
