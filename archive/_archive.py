@@ -8,6 +8,7 @@ evaluation) catch the unique-key violation and read the winner's row instead.
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import math
@@ -18,11 +19,13 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
 
 import optuna
+from optuna.storages._rdb.models import SCHEMA_VERSION as OPTUNA_SCHEMA_VERSION
 from sqlalchemy import (
     URL,
     Connection,
@@ -81,9 +84,10 @@ __all__ = ["Archive", "ArchiveError"]
 RUN_STATUSES = ("running", "finished", "failed")
 FINISHED_EVALUATION_STATUSES = ("complete", "pruned", "failed")
 SPLITS = ("search", "holdout", "all")
-RUN_ENTRY_ROLES = ("candidate", "winner", "baseline", "exploratory")
+RUN_ENTRY_ROLES = ("candidate", "dev", "winner", "baseline", "exploratory")
 
 _CREATED_BY = "agentdesign"
+_MIGRATION_TABLE = "ad_alembic_version"  # alembic's, named apart from optuna's alembic_version
 _SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Any fixed 64-bit number: every process opening a PostgreSQL archive takes this advisory lock.
 _SETUP_LOCK_KEY = 0x61_64_61_72_63_68  # "adarch"
@@ -105,10 +109,16 @@ class Archive:
     A plain file path means a SQLite file. Methods return frozen records, never ORM rows.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        """Opens the archive at `url`; `create` False (read-only commands) refuses to make one
+        where there is none, rather than leave an empty archive behind."""
         self._url = _normalize_url(url)
         self._shown_url = self._url.render_as_string(hide_password=True)
         self._writer_lock: Path | None = None
+        self._create = create
+        file = _sqlite_file(self._url)
+        if not create and file is not None and not (file.is_file() and file.stat().st_size):
+            raise ArchiveError(f"no archive at {file}")
         try:
             self._engine = create_engine(self._url, pool_pre_ping=True)
         except NoSuchModuleError:
@@ -488,12 +498,13 @@ class Archive:
                 )
             entries = select(RunEntryRow).where(col(RunEntryRow.run_id) == run.id)
             if max_agents is not None:
+                candidates = entries.where(col(RunEntryRow.role) == "candidate")
                 known = session.exec(
-                    entries.where(col(RunEntryRow.agent_hash) == agent_hash)
+                    candidates.where(col(RunEntryRow.agent_hash) == agent_hash)
                 ).first()
                 n_agents = session.exec(
                     select(func.count(func.distinct(RunEntryRow.agent_hash))).where(
-                        col(RunEntryRow.run_id) == run.id
+                        col(RunEntryRow.run_id) == run.id, col(RunEntryRow.role) == "candidate"
                     )
                 ).one()
                 if known is None and n_agents >= _int(max_agents, "max_agents"):
@@ -577,8 +588,10 @@ class Archive:
 
     def run_totals(self, run_name: str) -> RunTotals:
         """Sums over the run's evaluations, in SQL: a resume at 10,000 agents calls this often."""
-        agent = col(EvaluationRow.agent_hash)
-        complete = case((col(EvaluationRow.status) == "complete", agent))
+        # Agents count the designs searched; baselines and other roles count in tokens and cost.
+        candidate = col(RunEntryRow.role) == "candidate"
+        agent = case((candidate, col(EvaluationRow.agent_hash)))
+        complete = case((candidate & (col(EvaluationRow.status) == "complete"), agent))
         with self._session() as session:
             run = self._run_row(session, run_name)
             query = (
@@ -689,6 +702,14 @@ class Archive:
                 .order_by(col(RunEntryRow.id))
             )
             return [_record(EvaluationRecord, row) for row in rows]
+
+    def run_roles(self, run_name: str) -> dict[int, str]:
+        """Evaluation id -> why the run holds it ("candidate", "winner", "baseline" or
+        "exploratory"; see `add_run_entry`)."""
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            rows = session.exec(select(RunEntryRow).where(col(RunEntryRow.run_id) == run.id))
+            return {row.evaluation_id: row.role for row in rows}
 
     def find_agent(self, prefix: str) -> AgentRecord:
         """The one agent whose spec hash starts with `prefix` (as `git` resolves short hashes)."""
@@ -817,6 +838,8 @@ class Archive:
             query = query.join(
                 RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id)
             ).where(col(RunEntryRow.run_id) == run.id)
+            if split == "search":  # a refiner's development evaluations are never ranked
+                query = query.where(col(RunEntryRow.role) == "candidate")
         return query
 
     # -- helpers ------------------------------------------------------------------------------
@@ -827,13 +850,9 @@ class Archive:
 
     def _write_session(self) -> Session:
         """A session for a write: on SQLite, only after this process holds the writer lock."""
-        database = self._url.database
-        if (
-            self.single_writer
-            and self._writer_lock is None
-            and database not in (None, "", ":memory:")
-        ):
-            self._writer_lock = _take_writer_lock(Path(database), self._shown_url)
+        file = _sqlite_file(self._url)
+        if file is not None and self._writer_lock is None:
+            self._writer_lock = _take_writer_lock(file, self._shown_url)
         return self._session()
 
     def _set_up(self, conn: Connection) -> None:
@@ -843,8 +862,10 @@ class Archive:
         if MetaRow.__tablename__ in tables:
             meta = dict(conn.execute(select(MetaRow.key, MetaRow.value)).all())
             version = self._check_meta(meta)
+            self._check_migration(conn, tables)
+            self._check_optuna(conn, tables)
             if version < SCHEMA_VERSION:
-                upgrade_schema(conn, version=version, stamped="ad_alembic_version" in tables)
+                upgrade_schema(conn, version=version, stamped=_MIGRATION_TABLE in tables)
             return
         foreign = sorted(tables - OPTUNA_TABLES)
         if foreign:
@@ -852,6 +873,8 @@ class Archive:
                 f"{self._shown_url} is not an agentdesign archive: it has no ad_meta table "
                 f"but other tables ({_listing(foreign)})"
             )
+        if not self._create:
+            raise ArchiveError(f"no archive at {self._shown_url}: the database is empty")
         create_schema(conn)
         conn.execute(
             insert(MetaRow),
@@ -872,11 +895,41 @@ class Archive:
         if not version.isdigit():
             raise ArchiveError(f"{self._shown_url} has an unreadable schema_version {version!r}")
         if int(version) > SCHEMA_VERSION:
-            raise ArchiveError(
-                f"{self._shown_url} has archive schema {version}, newer than the {SCHEMA_VERSION} "
-                "this agentdesign knows: upgrade agentdesign"
-            )
+            raise self._newer_schema(version)
         return int(version)
+
+    def _check_migration(self, conn: Connection, tables: set[str]) -> None:
+        """Refuses an archive that a newer agentdesign migrated, even if its ad_meta says less:
+        writing into tables this code does not know the shape of could damage them."""
+        if _MIGRATION_TABLE not in tables:
+            return
+        revision = conn.exec_driver_sql(f"SELECT version_num FROM {_MIGRATION_TABLE}").scalar()
+        if revision is not None and not (revision.isdigit() and int(revision) <= SCHEMA_VERSION):
+            raise self._newer_schema(f"{revision} ({_MIGRATION_TABLE})")
+
+    def _newer_schema(self, found: str) -> ArchiveError:
+        return ArchiveError(
+            f"{self._shown_url} has archive schema {found}, newer than the {SCHEMA_VERSION} "
+            "this agentdesign knows: upgrade agentdesign"
+        )
+
+    def _check_optuna(self, conn: Connection, tables: set[str]) -> None:
+        """Refuses an archive whose optuna tables a newer optuna wrote, before anything is written:
+        optuna itself only finds out when a search opens its storage, after the run is made."""
+        if not {"version_info", "alembic_version"} <= tables:
+            return
+        info = conn.exec_driver_sql("SELECT schema_version, library_version FROM version_info")
+        schema, library = info.first() or (None, "?")
+        revision = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        known = _optuna_revisions()
+        if (schema is not None and int(schema) > OPTUNA_SCHEMA_VERSION) or (
+            known and revision is not None and revision not in known
+        ):
+            raise ArchiveError(
+                f"{self._shown_url} has optuna schema {schema} (revision {revision}, written by "
+                f"optuna {library}), newer than the {OPTUNA_SCHEMA_VERSION} of the optuna "
+                f"{optuna.__version__} installed here: upgrade optuna"
+            )
 
     def _run_row(self, session: Session, name: str, *, lock: bool = False) -> RunRow:
         query = select(RunRow).where(col(RunRow.name) == name)
@@ -902,6 +955,26 @@ class Archive:
         if row is None:
             raise ArchiveError(f"no evaluation with id {evaluation_id} in {self._shown_url}")
         return row
+
+
+def _sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite archive; None for an in-memory one or another database."""
+    database = url.database
+    if url.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+    return Path(database)
+
+
+@functools.cache
+def _optuna_revisions() -> frozenset[str]:
+    """The schema revisions the installed optuna knows (named as its migration files are), or
+    none if its migrations cannot be listed: then only its schema_version is compared."""
+    versions = resources.files("optuna.storages._rdb") / "alembic" / "versions"
+    try:
+        names = [entry.name for entry in versions.iterdir()]
+    except OSError:
+        return frozenset()
+    return frozenset(n.removesuffix(".py").rstrip("_") for n in names if n.endswith(".py"))
 
 
 def _normalize_url(url: str) -> URL:
@@ -950,7 +1023,17 @@ def _take_writer_lock(database: Path, shown_url: str) -> Path:
             handle, users = _WRITER_LOCKS[database]
             _WRITER_LOCKS[database] = (handle, users + 1)
             return database
-        handle = Path(f"{database}.lock").open("a+")  # noqa: SIM115  (held past this call)
+        if not os.access(database, os.W_OK):  # e.g. mode 0444: SQLite would fail at the write
+            raise ArchiveError(
+                f"{shown_url} is read-only for this user, and this command writes to it: make it "
+                "writable, or work on a copy"
+            )
+        try:
+            handle = Path(f"{database}.lock").open("a+")  # noqa: SIM115  (held past this call)
+        except OSError as err:  # e.g. a read-only folder
+            raise ArchiveError(
+                f"cannot write {shown_url}: its lock file {database}.lock: {err.strerror}"
+            ) from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -1190,4 +1273,5 @@ def _leaderboard_row(rank: int, row: EvaluationRow, spec: Mapping[str, Any]) -> 
         cost=row.cost,
         wall_s=row.wall_s,
         status=row.status,
+        task_ids=tuple(row.task_ids),
     )

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from agentdesign.archive._archive import Archive
 from agentdesign.archive._lease import Heartbeat, worker_id
 from agentdesign.archive._records import EvaluationRecord
-from agentdesign.components import AgentSpec, ChatModel, Example, build_agent
-from agentdesign.evaluators import Benchmark, Task, TaskOutcome, bootstrap_ci, evaluate_tasks
+from agentdesign.components import AgentSpec, ChatModel, Example, ProviderError, build_agent
+from agentdesign.evaluators import Benchmark, Task, TaskOutcome, evaluate_tasks, score_interval
 
 __all__ = ["evaluate_agent"]
 
@@ -40,9 +40,11 @@ def evaluate_agent(
 
     `on_start` gets the evaluation (before any task runs) and how many tasks are already done;
     `on_result` gets each new outcome after it is committed. Returns the finished evaluation, with
-    its mean and bootstrap interval, or None when `should_stop` ended it part-way: the partial
+    its mean and 95% interval (`score_interval`), or None when `should_stop` ended it part-way: the partial
     evaluation stays in the archive, marked running, and the next call completes it. `timeout_s`
     limits each task (see `evaluate_tasks`); a timed-out task is recorded and not run again.
+    A task the provider failed is never a score: it raises `ProviderError` (see `_run_claimed`),
+    leaving the evaluation running for the next call to complete.
 
     Only the holder of the evaluation's lease runs its tasks, so processes that meet on the same
     agent never pay twice for a task: the others wait for its result. The holder renews the lease
@@ -109,13 +111,24 @@ def _run_claimed(
     should_stop: Callable[[], bool],
     timeout_s: float | None,
 ) -> EvaluationRecord | None:
-    """Runs the tasks of an evaluation whose lease this process holds."""
+    """Runs the tasks of an evaluation whose lease this process holds.
+
+    A task the provider failed is recorded as a failure, not a result, and stops the evaluation:
+    no new task starts (those in flight finish) and `ProviderError` says so. The task is not tried
+    again here: its calls were already retried with backoff, so another try would mostly stall
+    on the same outage; the evaluation stays open and the next call runs it.
+    """
     done = archive.task_results(evaluation.id)
     if on_start is not None:
         on_start(evaluation, len(done))
     agent = build_agent(spec, llm=llm, train_examples=train_examples)
+    failures: list[TaskOutcome] = []
 
     def record(outcome: TaskOutcome) -> None:
+        if outcome.error_kind == "provider":
+            archive.add_task_failure(evaluation.id, outcome)
+            failures.append(outcome)
+            return
         archive.add_task_result(evaluation.id, outcome)
         if on_result is not None:
             on_result(outcome)
@@ -127,14 +140,21 @@ def _run_claimed(
         on_result=record,
         done=done.keys(),
         concurrency=concurrency,
-        should_stop=should_stop,
+        should_stop=lambda: bool(failures) or should_stop(),
         timeout_s=timeout_s,
     )
+    if failures:
+        n, first = len(failures), " ".join((failures[0].error or "").split())
+        raise ProviderError(
+            f"the model provider failed {n} task{'s' if n > 1 else ''} of agent "
+            f"{spec.spec_hash[:10]} even after the retries, so no score was recorded for "
+            f"{'them' if n > 1 else 'it'} ({first[:300]})"
+        )
     results = archive.task_results(evaluation.id)
     if len(results) < len(tasks):
         return None
     scores = [results[t.id].score for t in tasks]
-    low, high = bootstrap_ci(scores, seed=seed)
+    low, high, _ = score_interval(scores, seed=seed)
     return archive.finish_evaluation(
         evaluation.id, status="complete", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
     )

@@ -75,6 +75,11 @@ class EvaluationRecord:
     created_at: datetime
     updated_at: datetime
 
+    @property
+    def tokens_per_item(self) -> float:
+        """Prompt plus completion tokens per finished task (0 before any task finished)."""
+        return (self.prompt_tokens + self.completion_tokens) / max(self.n_done, 1)
+
 
 @dataclass(frozen=True, slots=True)
 class LeaderboardRow:
@@ -92,6 +97,7 @@ class LeaderboardRow:
     cost: float
     wall_s: float
     status: str
+    task_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

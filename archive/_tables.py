@@ -229,9 +229,10 @@ class RunEntryRow(_Table, table=True):
     agent_hash: str = Field(foreign_key="ad_agent.spec_hash", index=True)
     evaluation_id: int = Field(foreign_key="ad_evaluation.id", index=True)
     trial_number: int | None = None
-    # Why the run holds it: "candidate" (a searched design), "winner" (the recorded winner's
-    # holdout confirmation), "baseline" (a hand-designed agent on the holdout) or "exploratory"
-    # (more designs on the holdout after the winner was fixed; never a verdict).
+    # Why the run holds it: "candidate" (a searched design), "dev" (a design on the development
+    # items a prompt refiner learns from; never ranked), "winner" (the recorded winner's holdout
+    # confirmation), "baseline" (a hand-designed agent on the holdout) or "exploratory" (more
+    # designs on the holdout after the winner was fixed; never a verdict).
     role: str = Field(default="candidate", sa_column_kwargs={"server_default": "candidate"})
     created_at: datetime = _timestamp()
 

@@ -1,5 +1,6 @@
-"""What the bench scripts share: the search items, archive-backed evaluation, markdown tables,
-scratch archives on SQLite or PostgreSQL, a fake model with a fixed latency, timing cells."""
+"""What the bench scripts share: the search items, archive-backed evaluation, score intervals
+recomputed from task scores, markdown tables, scratch archives on SQLite or PostgreSQL, a fake model
+with a fixed latency, timing cells."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from agentdesign.archive import Archive, EvaluationRecord, evaluate_agent
 from agentdesign.components import AgentSpec, ChatModel, FakeChatModel
 from agentdesign.evaluators import (
     Benchmark,
+    ScoreSummary,
     Task,
     TaskOutcome,
     examples_from_tasks,
     make_split,
+    summarize,
 )
+from agentdesign.evaluators._stats import BOOTSTRAP, EXACT
 
 
 def search_tasks(benchmark: Benchmark, items: int) -> tuple[Task, ...]:
@@ -61,8 +65,74 @@ def evaluate(
     return evaluation, archive.task_results(evaluation.id)
 
 
-def measures(evaluation: EvaluationRecord, results: dict[str, TaskOutcome]) -> dict[str, str]:
-    """The table cells of one evaluation: score with its 95% interval, per-item costs, errors."""
+def recorded(
+    archive: Archive, spec_hash: str, benchmark: Benchmark, tasks: Sequence[Task]
+) -> tuple[EvaluationRecord, dict[str, TaskOutcome]] | None:
+    """The complete evaluation of agent `spec_hash` on exactly `tasks`, without running or writing
+    anything (for --archived): None when the archive holds none."""
+    found = [
+        evaluation
+        for evaluation, _ in archived(archive, benchmark, tasks)
+        if evaluation.agent_hash == spec_hash
+    ]
+    return (found[0], archive.task_results(found[0].id)) if found else None
+
+
+def archived(
+    archive: Archive, benchmark: Benchmark, tasks: Sequence[Task]
+) -> list[tuple[EvaluationRecord, Mapping[str, object]]]:
+    """Every complete search evaluation on exactly `tasks`, oldest first, with its agent's spec as
+    stored (an older design may no longer parse); reads only."""
+    ids = tuple(sorted(t.id for t in tasks))
+    rows = archive.leaderboard(benchmark=benchmark.name, split="search", limit=100_000)
+    return sorted(
+        (
+            (archive.get_evaluation(row.evaluation_id), row.spec)
+            for row in rows
+            if tuple(sorted(row.task_ids)) == ids
+        ),
+        key=lambda pair: pair[0].id,
+    )
+
+
+def score_summary(results: Mapping[str, TaskOutcome]) -> ScoreSummary:
+    """Mean and 95% interval recomputed from the task scores (`summarize`), not the interval an
+    evaluation stored: archives written before the intervals were mended store a percentile
+    bootstrap, which shows [1.00, 1.00] for 8 of 8."""
+    return summarize([results[task_id].score for task_id in sorted(results)])
+
+
+# Short names of `summarize`'s interval methods for table cells; `interval_legend` spells them out.
+_METHOD_NAMES = {
+    EXACT: ("CP", "Clopper-Pearson (0/1 scores)"),
+    BOOTSTRAP: (
+        "boot",
+        "widest of BCa bootstrap, t and edge-floor intervals (partial-credit scores)",
+    ),
+}
+
+
+def score_cell(summary: ScoreSummary) -> str:
+    """`0.50 [0.27, 0.73] CP n=20`: mean, 95% interval, its method and the items it rests on."""
+    short = _METHOD_NAMES.get(summary.method, (summary.method, ""))[0]
+    return f"{summary.mean:.2f} [{summary.ci_low:.2f}, {summary.ci_high:.2f}] {short} n={summary.n}"
+
+
+def interval_legend(summaries: Sequence[ScoreSummary]) -> str:
+    """The line under a table that names the interval methods its cells use."""
+    methods = sorted({s.method for s in summaries})
+    names = [
+        f"{short} = {long}" if long else short
+        for short, long in (_METHOD_NAMES.get(m, (m, "")) for m in methods)
+    ]
+    return f"95% intervals: {'; '.join(names)}; n = items scored."
+
+
+def measures(
+    evaluation: EvaluationRecord, results: Mapping[str, TaskOutcome], summary: ScoreSummary
+) -> dict[str, str]:
+    """The table cells of one evaluation: its score `summary` (see `score_summary`), per-item
+    costs, errors."""
     n = len(results)
     calls = sum(len(o.details.get("trace", [])) for o in results.values())
     kinds = Counter(o.error_kind for o in results.values() if o.error_kind is not None)
@@ -71,9 +141,7 @@ def measures(evaluation: EvaluationRecord, results: dict[str, TaskOutcome]) -> d
         errors += " (" + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items())) + ")"
     tokens = evaluation.prompt_tokens + evaluation.completion_tokens
     return {
-        "score [95% CI]": (
-            f"{evaluation.mean:.2f} [{evaluation.ci_low:.2f}, {evaluation.ci_high:.2f}]"
-        ),
+        "score [95% CI] method n": score_cell(summary),
         "tokens/item": f"{tokens / n:,.0f}",
         "calls/item": f"{calls / n:.1f}",
         "s/item": f"{evaluation.wall_s / n:.1f}",

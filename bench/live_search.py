@@ -2,14 +2,17 @@
 
     .venv/bin/python bench/live_search.py [--benchmark bfcl-simple] [--strategies mcts random]
         [--max-agents 10] [--n-search 10] [--n-holdout 10] [--space quick] [--seed 0]
-        [--archive bench/results/live_search.sqlite]
+        [--archive bench/results/live_search.sqlite] [--archived]
 
 Each strategy gets its own run (`live-<benchmark>-<strategy>-s<seed>`) in one archive, so a killed
 sitting resumes: rerun the same command, a finished run is only reported. A design that two
 strategies both propose is evaluated once and reused (its tokens count in both runs' totals).
-Every run confirms its best search agent on the holdout items. Prints per strategy: the best search
-score with its 95% interval, the evaluation that first reached it, that agent's holdout score,
-agents evaluated, tokens, and hours of task time.
+Every run confirms its best search agent on the holdout items. `--archived` only reads: it reports
+the finished runs in the archive and runs or resumes nothing (a missing or unfinished run is an
+error), so it makes no model call. Prints per strategy: the best search score, the evaluation that
+first reached it, that agent's holdout score, agents evaluated, tokens, and hours of task time;
+each score's 95% interval is recomputed from the task scores (`summarize`) and shows its method
+and n.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from _common import markdown_table
+from _common import interval_legend, markdown_table, score_cell, score_summary
 
 from agentdesign.archive import Archive, ArchiveError
 from agentdesign.components import AgentSpec
-from agentdesign.evaluators import TaskOutcome
+from agentdesign.evaluators import ScoreSummary, TaskOutcome
 from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
 from agentdesign.search._space import space_from_option
 
@@ -55,18 +58,35 @@ def search(archive: Archive, config: RunConfig) -> None:
         resume_search(archive, config.name, reporter=_Progress(config.strategy))
 
 
-def row(archive: Archive, name: str) -> dict[str, str]:
-    """The table cells of a finished run."""
+def finished(archive: Archive, name: str) -> None:
+    """Exits with an error unless run `name` is in the archive and finished (for --archived)."""
+    try:
+        run = archive.get_run(name)
+    except ArchiveError:
+        sys.exit(f"error: the archive has no run {name}")
+    if run.status != "finished":
+        sys.exit(f"error: run {name} is {run.status}, not finished: resuming it calls the model")
+
+
+def row(archive: Archive, name: str, summaries: list[ScoreSummary]) -> dict[str, str]:
+    """The table cells of a finished run; appends the scores' summaries to `summaries`."""
     (best,) = archive.leaderboard(run_name=name, limit=1)
     order = archive.run_evaluations(name, split="search")
     first = next(n for n, e in enumerate(order, start=1) if (e.mean or 0.0) >= best.mean)
     holdout = {e.agent_hash: e for e in archive.run_evaluations(name, split="holdout")}
     confirmed = holdout.get(best.agent_hash)
     totals = archive.run_totals(name)
+    search_summary = score_summary(archive.task_results(best.evaluation_id))
+    summaries.append(search_summary)
+    holdout_cell = "-"
+    if confirmed is not None:
+        holdout_summary = score_summary(archive.task_results(confirmed.id))
+        summaries.append(holdout_summary)
+        holdout_cell = score_cell(holdout_summary)
     return {
-        "best search [95% CI]": f"{best.mean:.2f} [{best.ci_low:.2f}, {best.ci_high:.2f}]",
+        "best search [95% CI] method n": score_cell(search_summary),
         "reached at": f"{first} of {len(order)}",
-        "its holdout": "-" if confirmed is None else f"{confirmed.mean:.2f}",
+        "its holdout [95% CI] method n": holdout_cell,
         "tokens": f"{totals.prompt_tokens + totals.completion_tokens:,}",
         "task hours": f"{totals.wall_s / 3600:.2f}",
         "best design": AgentSpec.from_dict(best.spec).describe(),
@@ -86,11 +106,19 @@ def main() -> None:
     parser.add_argument(
         "--archive", type=Path, default=Path(__file__).parent / "results" / "live_search.sqlite"
     )
+    parser.add_argument(
+        "--archived",
+        action="store_true",
+        help="report the archive's finished runs only: no model call",
+    )
     args = parser.parse_args()
     narrowing = space_from_option(args.space)
     names = {s: f"live-{args.benchmark}-{s}-s{args.seed}" for s in args.strategies}
     with Archive(f"sqlite:///{args.archive}") as archive:
         for strategy, name in names.items():
+            if args.archived:
+                finished(archive, name)
+                continue
             search(
                 archive,
                 RunConfig(
@@ -108,8 +136,11 @@ def main() -> None:
                     limits=narrowing.get("limits", {}),
                 ),
             )
-        rows = [{"strategy": s, **row(archive, name)} for s, name in names.items()]
+        summaries: list[ScoreSummary] = []
+        rows = [{"strategy": s, **row(archive, name, summaries)} for s, name in names.items()]
     print(markdown_table(rows, right=("tokens", "task hours")))
+    print()
+    print(interval_legend(summaries))
 
 
 if __name__ == "__main__":

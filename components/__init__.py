@@ -10,11 +10,18 @@ from agentdesign.components._build import (
     parse_spec,
 )
 from agentdesign.components._embedded import EMBEDDED_MODELS, embedded_model_path
-from agentdesign.components._errors import AgentDesignError, ModelUnavailableError, SpecError
-from agentdesign.components._export import render_standalone
+from agentdesign.components._errors import (
+    AgentDesignError,
+    ModelUnavailableError,
+    ProviderError,
+    SandboxUnavailableError,
+    SpecError,
+)
+from agentdesign.components._export import render_standalone, write_agent_files
 from agentdesign.components._fake import FakeCall, FakeChatModel, failing_responder
 from agentdesign.components._functional import safe_eval
 from agentdesign.components._llm import (
+    DEFAULT_LLM_TIMEOUT_S,
     LiteLLMChatModel,
     ResponseCache,
     default_cache_dir,
@@ -44,9 +51,15 @@ from agentdesign.components._runtime import (
     param,
     register,
 )
-from agentdesign.components._sandbox import SandboxLimits, SandboxResult, run_python
+from agentdesign.components._sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    run_python,
+    sandbox_isolation,
+)
 
 __all__ = [
+    "DEFAULT_LLM_TIMEOUT_S",
     "EMBEDDED_MODELS",
     "REGISTRY",
     "SLOTS",
@@ -69,10 +82,12 @@ __all__ = [
     "LiteLLMChatModel",
     "ModelUnavailableError",
     "ParamInfo",
+    "ProviderError",
     "Registry",
     "ResponseCache",
     "SandboxLimits",
     "SandboxResult",
+    "SandboxUnavailableError",
     "SpecError",
     "TaskBudget",
     "answer_key",
@@ -90,4 +105,6 @@ __all__ = [
     "render_standalone",
     "run_python",
     "safe_eval",
+    "sandbox_isolation",
+    "write_agent_files",
 ]

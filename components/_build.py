@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentdesign.components._errors import SpecError
-from agentdesign.components._llm import LiteLLMChatModel, ResponseCache, default_cache_dir
+from agentdesign.components._errors import ModelUnavailableError, SpecError
+from agentdesign.components._llm import (
+    DEFAULT_LLM_TIMEOUT_S,
+    LiteLLMChatModel,
+    ResponseCache,
+    default_cache_dir,
+    import_litellm,
+)
 from agentdesign.components._runtime import Agent, AgentSpec, ChatModel, Example, TaskBudget
 
 __all__ = ["build_agent", "check_model", "default_chat_model", "parse_spec"]
@@ -20,21 +26,37 @@ def parse_spec(data: str | Mapping[str, Any]) -> AgentSpec:
         raise SpecError(f"invalid agent spec: {exc}") from None
 
 
-def check_model(model: str) -> None:
-    """Fails fast, before a run writes anything, when an embedded model cannot be loaded here.
+def check_model(model: str, *, api_base: str | None = None) -> None:
+    """Fails fast, before a run writes anything, when an embedded model cannot be loaded here or
+    litellm knows no provider for the model string, which would fail every call of the run.
 
-    (Hosted models cannot be checked without a paid call; their errors surface per task.)
+    (A hosted model itself cannot be checked without a paid call: a refused key or an unknown
+    model name surfaces as a provider failure on the first task.)
     """
     if model.startswith("embedded/"):
         from agentdesign.components._embedded import embedded_model_path
 
         embedded_model_path(model.removeprefix("embedded/"))
+        return
+    try:
+        import_litellm().get_llm_provider(model=model, api_base=api_base)
+    except Exception:  # litellm's BadRequestError: "LLM Provider NOT provided"
+        raise ModelUnavailableError(
+            f"litellm knows no provider for model {model!r}: write PROVIDER/MODEL, e.g. "
+            "openai/gpt-4o-mini, or openai/NAME with --api-base URL for an OpenAI-compatible "
+            "server (providers: https://docs.litellm.ai/docs/providers)"
+        ) from None
 
 
-def default_chat_model(*, api_base: str | None = None, cache: bool = True) -> LiteLLMChatModel:
-    """litellm with the shared on-disk response cache."""
+def default_chat_model(
+    *,
+    api_base: str | None = None,
+    cache: bool = True,
+    timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+) -> LiteLLMChatModel:
+    """litellm with the shared on-disk response cache; `timeout_s` bounds each call."""
     store = ResponseCache(default_cache_dir() / "responses.sqlite") if cache else None
-    return LiteLLMChatModel(cache=store, api_base=api_base)
+    return LiteLLMChatModel(cache=store, api_base=api_base, timeout_s=timeout_s)
 
 
 def build_agent(

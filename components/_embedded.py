@@ -32,6 +32,7 @@ __all__ = [
     "EMBEDDED_MODELS",
     "EmbeddedModel",
     "embedded_model_path",
+    "embedded_threads",
     "register_embedded_provider",
 ]
 
@@ -199,6 +200,16 @@ def _import_xllamacpp() -> Any:
     return xllamacpp
 
 
+def embedded_threads() -> int:
+    """The threads an engine uses (`agentdesign doctor` reports it).
+
+    Several engines on one machine (parallel workers, tests) must share the cores: the engine's
+    OpenMP threads spin while waiting, so oversubscription costs far more than the share it takes.
+    AGENTDESIGN_EMBEDDED_THREADS sets the count per process.
+    """
+    return int(os.environ.get("AGENTDESIGN_EMBEDDED_THREADS", 0)) or os.cpu_count() or 2
+
+
 def _server(name: str) -> tuple[Any, threading.Lock]:
     """The process's one engine for a model (loaded on first use) and the lock serializing it."""
     with _servers_lock:
@@ -210,10 +221,7 @@ def _server(name: str) -> tuple[Any, threading.Lock]:
             params.n_ctx = _N_CTX  # 0 would mean the model's full (memory-hungry) context
             params.n_parallel = 1
             params.verbosity = 0
-            # Several engines on one machine (parallel workers, tests) must share the cores: the
-            # engine's OpenMP threads spin while waiting, so oversubscription costs far more than
-            # the share it takes. AGENTDESIGN_EMBEDDED_THREADS sets the count per process.
-            threads = int(os.environ.get("AGENTDESIGN_EMBEDDED_THREADS", 0)) or os.cpu_count() or 2
+            threads = embedded_threads()
             params.cpuparams.n_threads = threads
             params.cpuparams_batch.n_threads = threads
             _servers[name] = (xllamacpp.Server(params), threading.Lock())

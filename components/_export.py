@@ -8,18 +8,23 @@ same answers as the agent the search evaluated.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
+import os
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 
+from agentdesign.components._errors import AgentDesignError
 from agentdesign.components._runtime import AgentSpec, Example, Memory
 
-__all__ = ["render_standalone"]
+__all__ = ["render_standalone", "write_agent_files"]
 
 # Modules inlined into the exported file, in order. Their imports of each other are cut (the names
 # are defined earlier in the same file), and so are imports of the names the preamble defines.
 _INLINED = (
     "_runtime.py",
+    "_isolation.py",
     "_sandbox.py",
     "_functional.py",
     "_workflows.py",
@@ -27,7 +32,9 @@ _INLINED = (
     "_embedded.py",
 )
 _PACKAGE = "agentdesign.components"
-_PROVIDED_BY_PREAMBLE = {f"{_PACKAGE}._errors": {"ModelUnavailableError"}}
+_PROVIDED_BY_PREAMBLE = {
+    f"{_PACKAGE}._errors": {"ModelUnavailableError", "SandboxUnavailableError"}
+}
 
 _PREAMBLE = '''\
 """{title}
@@ -47,6 +54,11 @@ from __future__ import annotations
 
 class ModelUnavailableError(Exception):
     """A model cannot be used here: its package is missing or its weights are corrupt."""
+
+
+class SandboxUnavailableError(Exception):
+    """Model-written code would run without operating-system isolation (set
+    AGENTDESIGN_UNSAFE_SANDBOX=1 to run it anyway)."""
 
 '''
 
@@ -98,7 +110,7 @@ def _main() -> int:
         return 2
     try:
         result = build_agent(model=args.model, api_base=args.api_base).run(question)
-    except (ModelUnavailableError, ValueError) as exc:
+    except (ModelUnavailableError, SandboxUnavailableError, ValueError) as exc:
         print(f"error: {{exc}}", file=sys.stderr)
         return 2
     if args.json:
@@ -172,3 +184,38 @@ def render_standalone(
     )
     parts.append(_MAIN.format(spec_json=spec.to_json(), examples_json=examples_json))
     return "".join(parts)
+
+
+def write_agent_files(
+    spec: AgentSpec, *, train_examples: Sequence[Example], out: Path
+) -> tuple[Path, Path]:
+    """Writes `agent_<hash>.json` and its standalone `.py` into `out`; returns both paths.
+
+    Both are written under temporary names in `out`, then renamed into place, the .py first, so a
+    process killed at any moment leaves no .json without its .py (at most a hidden temporary).
+    """
+    if out.exists() and not out.is_dir():
+        raise AgentDesignError(f"cannot export into {out}: it is not a directory")
+    stem = f"agent_{spec.spec_hash[:10]}"
+    py, spec_json = out / f"{stem}.py", out / f"{stem}.json"
+    texts = {
+        py: render_standalone(spec, train_examples=train_examples, filename=py.name),
+        spec_json: json.dumps(spec.to_dict(), indent=2) + "\n",
+    }
+    staged: list[tuple[Path, Path]] = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for path, text in texts.items():
+            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            staged.append((temporary, path))
+            temporary.write_text(text)
+        for temporary, path in staged:
+            temporary.replace(path)
+    except BaseException as err:
+        for temporary, _ in staged:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise AgentDesignError(f"cannot export into {out}: {err.strerror or err}") from None
+        raise
+    return spec_json, py

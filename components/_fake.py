@@ -66,12 +66,13 @@ class FakeChatModel:
         )
 
 
-def failing_responder(message: str) -> Responder:
-    """A responder that always fails like a provider outage."""
+def failing_responder(message: str, *, transient: bool = False) -> Responder:
+    """A responder whose every call fails: a provider outage when `transient` (no score), else
+    a request the provider rejects (the task scores 0)."""
 
     def respond(
         model: str, messages: Sequence[Message], temperature: float, seed: int | None
     ) -> str:
-        raise LLMCallError(message)
+        raise LLMCallError(message, transient=transient)
 
     return respond

@@ -329,11 +329,13 @@ def run_program(code: str, *, timeout_s: float) -> Observation:
     if not result.ok:
         detail = result.detail or str(result.kind)
         shown = f"error ({result.kind}): {detail}\n{result.stderr.strip()[-_SHOWN_CHARS:]}"
-        return Observation(shown.strip(), detail)
+        return Observation(shown.strip(), detail, isolation=result.isolation)
     printed = result.stdout.strip()
     if not printed:
-        return Observation("(the program printed nothing)", "nothing printed")
-    return Observation(printed[-_SHOWN_CHARS:])
+        return Observation(
+            "(the program printed nothing)", "nothing printed", isolation=result.isolation
+        )
+    return Observation(printed[-_SHOWN_CHARS:], isolation=result.isolation)
 
 
 @register

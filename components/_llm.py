@@ -18,7 +18,22 @@ from typing import Any
 
 from agentdesign.components._runtime import Completion, LLMCallError, Message
 
-__all__ = ["LiteLLMChatModel", "ResponseCache", "default_cache_dir", "import_litellm"]
+__all__ = [
+    "DEFAULT_LLM_TIMEOUT_S",
+    "LiteLLMChatModel",
+    "ResponseCache",
+    "default_cache_dir",
+    "import_litellm",
+]
+
+# Seconds a model call may take before it counts as a transient failure: long enough for a slow
+# local server's longest answer, short enough that a hung one cannot stall a run unnoticed.
+DEFAULT_LLM_TIMEOUT_S = 120.0
+# HTTP statuses that say the provider, not the request, failed: the same call may work later.
+# 401-404 (a bad or unfunded key, a model the server does not have) are not retried at once,
+# but are no score either: fixing the key or the server lets a resume run the task again.
+_RETRIED_STATUSES = frozenset({408, 409, 429})
+_REFUSED_STATUSES = frozenset({401, 402, 403, 404})
 
 
 def default_cache_dir() -> Path:
@@ -84,9 +99,12 @@ class ResponseCache:
 class LiteLLMChatModel:
     """Answers chat requests through litellm, from the cache when the same request was seen.
 
-    Transient provider errors (rate limits, timeouts, connection drops, 5xx) are retried with
-    exponential backoff; anything else, or retries running out, raises `LLMCallError`, which the
-    agent records as that task's failure.
+    A call the provider fails (a rate limit, a timeout, a dropped connection, a 5xx, a garbled
+    reply, or an empty one: no text, no tool call, not one completion token) is retried with
+    exponential backoff; when the retries run out it raises a transient `LLMCallError`, which the
+    agent records as a provider failure, never a score. A refused key or an unknown model raises
+    a transient one at once. Anything else (a request the provider rejects) raises a plain
+    `LLMCallError`, which the agent records as that task's failure. An empty reply is never cached.
     """
 
     def __init__(
@@ -96,8 +114,10 @@ class LiteLLMChatModel:
         api_base: str | None = None,
         max_retries: int = 3,
         backoff_s: float = 1.0,
-        timeout_s: float = 600.0,
+        timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
     ) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.cache = cache
         self.api_base = api_base
         self.max_retries = max_retries
@@ -126,7 +146,9 @@ class LiteLLMChatModel:
         if self.api_base:
             request["api_base"] = self.api_base
         key = ResponseCache.key(request)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+        hit = self.cache.get(key) if self.cache is not None else None
+        # An empty reply cached before empty replies counted as failures is asked again.
+        if hit is not None and not _is_empty(hit.text, hit.completion_tokens):
             return hit
         completion = self._call_with_retries(request)
         if self.cache is not None:
@@ -135,35 +157,67 @@ class LiteLLMChatModel:
 
     def _call_with_retries(self, request: dict[str, Any]) -> Completion:
         litellm = import_litellm()
+        client: dict[str, Any] = {"timeout": self.timeout_s}
         if request["model"].startswith("embedded/"):
             from agentdesign.components._embedded import register_embedded_provider
 
             register_embedded_provider()
-        transient = (
-            litellm.RateLimitError,
-            litellm.Timeout,
-            litellm.APIConnectionError,
-            litellm.ServiceUnavailableError,
-            litellm.InternalServerError,
-        )
+        else:  # the OpenAI client's own retries would multiply ours, and the timeout with them
+            client["max_retries"] = 0
+        failure = ""
         for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
             started = time.perf_counter()
             try:
-                response = litellm.completion(**request, timeout=self.timeout_s)
-            except transient as exc:
-                if attempt == self.max_retries:
-                    raise LLMCallError(f"{type(exc).__name__}: {exc}") from exc
-                time.sleep(self.backoff_s * 2**attempt)
+                response = litellm.completion(**request, **client)
+            except Exception as exc:  # classified below: only the provider's failures retry
+                failure = _describe(exc)
+                status = _status(litellm, exc)
+                if status in _REFUSED_STATUSES:
+                    raise LLMCallError(failure, transient=True) from exc
+                if status not in _RETRIED_STATUSES and status < 500:
+                    raise LLMCallError(failure) from exc
                 continue
-            except Exception as exc:  # any other provider error fails this task, not the run
-                raise LLMCallError(f"{type(exc).__name__}: {exc}") from exc
-            return _to_completion(litellm, response, time.perf_counter() - started)
-        raise AssertionError("unreachable")
+            completion = _to_completion(litellm, response, time.perf_counter() - started)
+            if completion is not None:
+                return completion
+            failure = "an empty reply: no text, no tool call, no completion token"
+        raise LLMCallError(f"{failure} (tried {self.max_retries + 1} times)", transient=True)
 
 
-def _to_completion(litellm: Any, response: Any, latency_s: float) -> Completion:
-    text = response.choices[0].message.content or ""
+def _describe(exc: Exception) -> str:
+    """The error in one line, named once (litellm's messages already name their class)."""
+    text = " ".join(str(exc).split())
+    name = type(exc).__name__
+    return text.removeprefix("litellm.") if name in text else f"{name}: {text}"
+
+
+def _status(litellm: Any, exc: Exception) -> int:
+    """The HTTP status a provider error stands for; 503 for a timeout or a dropped connection,
+    which have none; 0 for an error that names none."""
+    if isinstance(exc, litellm.Timeout | litellm.APIConnectionError):
+        return 503
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else 0
+
+
+def _is_empty(text: str, completion_tokens: int, tool_calls: object = None) -> bool:
+    """A reply with nothing in it, which only a failing provider sends. Completion tokens without
+    text (a reply cut by a stop string, or spent on hidden reasoning) are the model's answer."""
+    return not text and not tool_calls and completion_tokens == 0
+
+
+def _to_completion(litellm: Any, response: Any, latency_s: float) -> Completion | None:
+    """The completion in litellm's `response`; None for an empty reply (see `_is_empty`)."""
+    if not response.choices:
+        return None
+    message = response.choices[0].message
+    text = message.content or ""
     usage = getattr(response, "usage", None)
+    completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    if _is_empty(text, completion_tokens, getattr(message, "tool_calls", None)):
+        return None
     try:
         cost = float(litellm.completion_cost(completion_response=response))
     except Exception:  # a model missing from litellm's price list costs "unknown", counted as 0
@@ -171,7 +225,7 @@ def _to_completion(litellm: Any, response: Any, latency_s: float) -> Completion:
     return Completion(
         text=text,
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        completion_tokens=completion_tokens,
         cost=cost,
         latency_s=latency_s,
     )

@@ -59,7 +59,17 @@ class ChatModel(Protocol):
 
 
 class LLMCallError(Exception):
-    """A model call failed for good (after any retries): the task fails, the run goes on."""
+    """A model call failed for good (after any retries).
+
+    `transient` says the provider failed, not the design (a rate limit, a server error, a timeout,
+    a garbled or empty reply, a refused key): the same call may work later, so the task is not
+    scored and runs again. Otherwise (a request the provider rejects, say) the task fails and
+    scores 0, as any design that makes such a request deserves.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class TaskBudgetExceeded(Exception):
@@ -80,6 +90,7 @@ class CallRecord:
     latency_s: float = 0.0
     cached: bool = False
     error: str | None = None
+    isolation: str | None = None  # for a tool call that ran code: the sandbox's isolation level
 
 
 @dataclass(frozen=True)
@@ -482,10 +493,12 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Observation:
-    """What a tool returned, as shown to the model; `error` says why it failed, if it did."""
+    """What a tool returned, as shown to the model; `error` says why it failed, if it did, and
+    `isolation` what confined the code it ran, if any."""
 
     text: str
     error: str | None = None
+    isolation: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -753,7 +766,7 @@ class AgentResult:
     answer: str
     output: str
     trace: tuple[CallRecord, ...]
-    error_kind: str | None = None  # "llm", "budget", "environment" or "empty_output"
+    error_kind: str | None = None  # "llm", "provider", "budget", "environment" or "empty_output"
     error: str | None = None
     episode: Episode | None = None  # how the task's episode ended, for an interactive task
 
@@ -863,6 +876,7 @@ class Solver:
                 output=observation.text,
                 latency_s=time.perf_counter() - started,
                 error=observation.error,
+                isolation=observation.isolation,
             )
         )
         return observation
@@ -1040,8 +1054,8 @@ class Agent:
         attempt, error_kind, error = Attempt("", ""), None, None
         try:
             attempt = self.workflow.run(solver, question)
-        except LLMCallError as exc:
-            error_kind, error = "llm", str(exc)
+        except LLMCallError as exc:  # "provider": the provider's failure, not the design's
+            error_kind, error = "provider" if exc.transient else "llm", str(exc)
         except TaskBudgetExceeded as exc:
             error_kind, error = "budget", str(exc)
         except EnvironmentFailed as exc:

@@ -2,20 +2,19 @@
 
 HumanEval solutions, program-of-thought answers and a Python tool all execute code a model wrote.
 Each run gets a fresh `python -I` process in a new session with a minimal environment, a temporary
-working directory (removed afterwards), resource limits (address space, CPU time, file size) and
-a wall-time limit that kills the whole process group.
+working directory (removed afterwards), resource limits (address space, CPU time, file size,
+process count) and a wall-time limit that kills the whole process group.
 
-Inside the child an audit hook (PEP 578), installed before the untrusted code is compiled, ends
-the process with a `SANDBOX-VIOLATION:` line on stderr on: any network use, any process creation,
-writing outside the working directory, and reading outside it and the Python installation (so
-`/etc`, home directories, the repository and the archive are unreadable). As root on Linux the
-child also moves into an empty network namespace, as defence in depth.
-
-Limits of the approach: audit hooks are not a security boundary against code written to escape
-them (PEP 578 says so): C-level file access that raises no audit event (e.g. a re-created `posix`
-module's `mknod` raced against a rename) stays possible. This guards against the mistakes and
-stray side effects of model-written code, not against a determined attacker; run untrusted
-workloads from the internet in a container or VM as well.
+Two layers hold it. The operating system's (`_isolation.py`): its own user, PID, network and mount
+namespaces under bubblewrap (or util-linux unshare with Landlock), so that nothing outside its work
+folder and a read-only Python exists for it, no other process is visible and no network is
+reachable. And inside the child an audit
+hook (PEP 578), installed before the untrusted code is compiled, ends the process with a
+`SANDBOX-VIOLATION:` line on stderr on: any network use, any process creation, writing outside the
+working directory, and reading outside it and the Python installation. The hook gives the precise
+refusal that the result reports; it is not a security boundary against code written to escape it
+(PEP 578 says so), the namespaces are. Where no namespaces can be made (macOS, say), the sandbox
+refuses to run code unless unsafe mode is on; every result says which isolation it ran under.
 """
 
 from __future__ import annotations
@@ -33,7 +32,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SandboxLimits", "SandboxResult", "run_python"]
+from agentdesign.components._isolation import (
+    CONFINE_CALL,
+    CONFINE_SOURCE,
+    Isolation,
+    confine_args,
+    current_isolation,
+    new_workdir,
+    require_isolation,
+    spawn_confined,
+)
+
+__all__ = ["SandboxLimits", "SandboxResult", "run_python", "sandbox_isolation"]
 
 # Exit codes the child uses to tell a refused operation and an exhausted heap from other failures.
 _VIOLATION_EXIT = 86
@@ -43,43 +53,14 @@ _VIOLATION_MARKER = "SANDBOX-VIOLATION: "
 _OUTPUT_LIMIT = 64 * 1024
 _MB = 1024 * 1024
 
-# The child's bootstrap, run with `python -I -B -X utf8 -c`. argv: work dir, fd holding the code,
-# address-space, CPU-second and file-size limits, violation and memory exit codes. It is a string,
-# not a module, so that the child imports nothing beyond what it needs: in particular not our
-# package or `subprocess` before the hook is in place.
+# The child's bootstrap, run with `python -I -B -X utf8 -c`. argv: `_isolation.confine_args` (work
+# dir, limits, confinement), then the fd holding the code, the violation and memory exit codes and
+# whether to install the hook. It is a string, not a module, so that the child imports nothing
+# beyond what it needs: in particular not our package or `subprocess` before the hook is in place.
 # The hook reads only values bound in its closure (no module globals, no builtins lookups, no
 # monkey-patchable Python helpers such as `os.path.realpath`) and never calls the program's code
 # (short of a custom `__fspath__`), so the program cannot change its rules by patching modules.
-_CHILD = r"""
-import os
-import sys
-
-
-def _limit(resource, which, soft, hard):
-    current_hard = resource.getrlimit(which)[1]
-    if current_hard != resource.RLIM_INFINITY:
-        soft, hard = min(soft, current_hard), min(hard, current_hard)
-    resource.setrlimit(which, (soft, hard))
-
-
-def _confine(memory, cpu, fsize):
-    import resource
-    import signal
-
-    if sys.platform == "linux" and os.geteuid() == 0:
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).unshare(0x40000000)  # CLONE_NEWNET
-        except (ImportError, OSError, AttributeError):
-            pass
-    _limit(resource, resource.RLIMIT_AS, memory, memory)
-    _limit(resource, resource.RLIMIT_CPU, cpu, cpu + 1)
-    _limit(resource, resource.RLIMIT_FSIZE, fsize, fsize)
-    _limit(resource, resource.RLIMIT_CORE, 0, 0)
-    # Past the file-size limit a write raises OSError instead of killing the process.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
+_CHILD = "import os\nimport sys\n" + CONFINE_SOURCE + r"""
 
 def _install_hook(workdir, violation_exit):
     write, exit_, lstat, readlink, getcwd = os.write, os._exit, os.lstat, os.readlink, os.getcwd
@@ -101,7 +82,7 @@ def _install_hook(workdir, violation_exit):
     denied = frozenset((
         "_posixsubprocess.fork_exec", "subprocess.Popen", "os.fork", "os.forkpty",
         "os.posix_spawn", "os.spawn", "os.exec", "os.system", "os.kill", "os.killpg",
-        "os.link", "os.symlink",
+        "os.link", "os.symlink", "os.pidfd_open",
         "socket.bind", "socket.connect", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
         "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo", "socket.sethostname",
         "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function", "ctypes.cdata",
@@ -112,7 +93,7 @@ def _install_hook(workdir, violation_exit):
     ))
     # Modules that reach files or processes in C without audit events.
     denied_imports = frozenset(
-        ("_posixsubprocess", "_posixshmem", "_sqlite3", "_dbm", "_gdbm", "readline")
+        ("_posixsubprocess", "_posixshmem", "_sqlite3", "_dbm", "_gdbm", "readline", "posix")
     )
     # event -> (writes?, ((index of a path, index of its dir_fd or None), ...))
     path_events = {
@@ -257,10 +238,12 @@ def _install_hook(workdir, violation_exit):
         if not ok:
             refuse(event, args)
 
-    # subprocess.Popen raises an audit event, the C function behind it does not. Loaded here and
-    # stubbed, `import subprocess` still works (asyncio needs it); a fresh copy of the C module
-    # would need an import, which the hook refuses.
+    # subprocess.Popen raises an audit event, the C function behind it does not; nor does
+    # os.pidfd_open (whose descriptor signals any process). Loaded here and stubbed, `import
+    # subprocess` still works (asyncio needs it); a fresh copy of either C module would need an
+    # import, which the hook refuses.
     import _posixsubprocess
+    import posix
 
     audit = sys.audit
 
@@ -268,19 +251,24 @@ def _install_hook(workdir, violation_exit):
         audit("_posixsubprocess.fork_exec")
         raise PermissionError("process creation is not allowed in the sandbox")
 
+    def pidfd_open(*args):
+        audit("os.pidfd_open", *args)
+        raise PermissionError("process handles are not allowed in the sandbox")
+
     _posixsubprocess.fork_exec = fork_exec
+    os.pidfd_open = posix.pidfd_open = pidfd_open
     hook_ref.append(hook)
     sys.addaudithook(hook)
 
 
-def _run(code_fd, violation_exit, memory_exit):
+def _run(code_fd, violation_exit, memory_exit, hooks):
     chunks = []
     while chunk := os.read(code_fd, 1 << 16):
         chunks.append(chunk)
     os.close(code_fd)
     source = b"".join(chunks).decode("utf-8", "surrogatepass")
     workdir = os.path.realpath(sys.argv[1])
-    _confine(int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    """ + CONFINE_CALL + r"""
 
     import linecache
     import traceback
@@ -290,7 +278,8 @@ def _run(code_fd, violation_exit, memory_exit):
     linecache.cache["<sandbox>"] = (len(source), None, source.splitlines(True), "<sandbox>")
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
-    _install_hook(workdir, violation_exit)
+    if hooks:
+        _install_hook(workdir, violation_exit)
     try:
         exec(compile(source, "<sandbox>", "exec"), main.__dict__)
     except SystemExit:
@@ -310,7 +299,7 @@ def _run(code_fd, violation_exit, memory_exit):
         sys.exit(1)
 
 
-_run(int(sys.argv[2]), int(sys.argv[6]), int(sys.argv[7]))
+_run(*map(int, sys.argv[9:13]))
 """
 
 
@@ -335,6 +324,7 @@ class SandboxResult:
     kind: str | None  # "timeout" | "memory" | "violation" | "error"
     wall_s: float
     detail: str
+    isolation: str  # what confined it: `sandbox_isolation()`
 
 
 class _Capture:
@@ -365,37 +355,49 @@ class _Capture:
         return data.decode("utf-8", "replace")
 
 
+def sandbox_isolation() -> str:
+    """The isolation model-written code runs under here, in one line (probed once)."""
+    return current_isolation().level
+
+
 def run_python(
-    code: str, *, stdin: str = "", limits: SandboxLimits = SandboxLimits()
+    code: str,
+    *,
+    stdin: str = "",
+    limits: SandboxLimits = SandboxLimits(),
+    audit_hooks: bool = True,
 ) -> SandboxResult:
     """Runs `code` as a program in a confined child process and reports how it ended.
 
-    Never raises for anything the code does; safe to call from several threads at once.
+    Never raises for anything the code does; safe to call from several threads at once. Raises
+    SandboxUnavailableError where only the audit hooks would confine it and unsafe mode is off.
+    `audit_hooks=False` leaves the operating system's isolation alone in force: the hostile-program
+    tests use it to show that this layer holds by itself.
     """
-    workdir = tempfile.mkdtemp(prefix="agentdesign-sandbox-")
+    isolation = current_isolation()
+    require_isolation(isolation)
+    if not audit_hooks and isolation.launcher is None:
+        raise ValueError("audit_hooks=False needs operating-system isolation, and there is none")
+    workdir = new_workdir(isolation)
     try:
         with tempfile.TemporaryFile() as code_file, tempfile.TemporaryFile() as stdin_file:
             code_file.write(code.encode("utf-8", "surrogatepass"))
             code_file.seek(0)
             stdin_file.write(stdin.encode("utf-8", "replace"))
             stdin_file.seek(0)
-            argv = [
-                sys.executable,
-                "-I",
-                "-B",
-                "-X",
-                "utf8",
-                "-c",
-                _CHILD,
+            argv = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _CHILD]
+            argv += confine_args(
+                isolation,
                 workdir,
-                str(code_file.fileno()),
-                str(limits.memory_mb * _MB),
-                str(max(1, math.ceil(limits.cpu_s))),
-                str(limits.file_mb * _MB),
-                str(_VIOLATION_EXIT),
-                str(_MEMORY_EXIT),
-            ]
-            return _supervise(argv, workdir, stdin_file.fileno(), code_file.fileno(), limits)
+                memory=limits.memory_mb * _MB,
+                cpu_s=max(1, math.ceil(limits.cpu_s)),
+                file_size=limits.file_mb * _MB,
+            )
+            argv += [str(code_file.fileno()), str(_VIOLATION_EXIT), str(_MEMORY_EXIT)]
+            argv.append(str(int(audit_hooks)))
+            return _supervise(
+                isolation, argv, workdir, stdin_file.fileno(), code_file.fileno(), limits
+            )
     finally:
         shutil.rmtree(workdir, onerror=_force_remove)
 
@@ -412,20 +414,27 @@ def _child_env(workdir: str) -> dict[str, str]:
 
 
 def _supervise(
-    argv: list[str], workdir: str, stdin_fd: int, code_fd: int, limits: SandboxLimits
+    isolation: Isolation,
+    argv: list[str],
+    workdir: str,
+    stdin_fd: int,
+    code_fd: int,
+    limits: SandboxLimits,
 ) -> SandboxResult:
     start = time.monotonic()
     deadline = start + limits.wall_s
-    process = subprocess.Popen(
+    child = spawn_confined(
+        isolation,
         argv,
+        workdir=workdir,
         stdin=stdin_fd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=workdir,
         env=_child_env(workdir),
         pass_fds=(code_fd,),
-        start_new_session=True,
+        deadline=deadline,
     )
+    process = child.process
     captures = {"stdout": _Capture(_OUTPUT_LIMIT), "stderr": _Capture(_OUTPUT_LIMIT)}
     timed_out = False
     try:
@@ -437,20 +446,20 @@ def _supervise(
         timed_out = timed_out or not _await_exit(process.pid, deadline)
     finally:
         # The leader is at most a zombie here, so its group id cannot have been reused.
-        _kill_group(process.pid)
-        process.wait()
+        child.kill()
         if process.stdout is not None:
             process.stdout.close()
         if process.stderr is not None:
             process.stderr.close()
     wall_s = time.monotonic() - start
     return _result(
-        process.returncode,
+        child.returncode,
         captures["stdout"].text(),
         captures["stderr"].text(),
         timed_out=timed_out,
         wall_s=wall_s,
         limits=limits,
+        isolation=isolation.level,
     )
 
 
@@ -478,11 +487,6 @@ def _await_exit(pid: int, deadline: float) -> bool:
     return True
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 def _result(
     returncode: int,
     stdout: str,
@@ -491,6 +495,7 @@ def _result(
     timed_out: bool,
     wall_s: float,
     limits: SandboxLimits,
+    isolation: str,
 ) -> SandboxResult:
     kind, detail = (
         ("timeout", f"wall-time limit of {limits.wall_s:g} s exceeded")
@@ -505,6 +510,7 @@ def _result(
         kind=kind,
         wall_s=wall_s,
         detail=detail,
+        isolation=isolation,
     )
 
 

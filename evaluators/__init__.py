@@ -34,11 +34,16 @@ from agentdesign.evaluators._runner import (
 )
 from agentdesign.evaluators._scienceworld import ScienceWorld
 from agentdesign.evaluators._stats import (
+    OverfitReport,
     PairedComparison,
     ScoreSummary,
-    bootstrap_ci,
+    backtest_overfitting,
+    debiased_winner_score,
     paired_difference,
+    score_interval,
+    selection_overfit,
     summarize,
+    winner_optimism,
 )
 from agentdesign.evaluators._textworld import TWX_GAMES, TextWorldExpress
 
@@ -54,6 +59,7 @@ __all__ = [
     "FileBenchmark",
     "HumanEval",
     "InteractiveBenchmark",
+    "OverfitReport",
     "PairedComparison",
     "ScienceWorld",
     "Score",
@@ -63,8 +69,9 @@ __all__ = [
     "TaskOutcome",
     "TextWorldExpress",
     "available_benchmarks",
-    "bootstrap_ci",
+    "backtest_overfitting",
     "check_call",
+    "debiased_winner_score",
     "episode_workflows",
     "evaluate_tasks",
     "examples_from_tasks",
@@ -77,5 +84,8 @@ __all__ = [
     "parse_calls",
     "register_benchmark",
     "run_task",
+    "score_interval",
+    "selection_overfit",
     "summarize",
+    "winner_optimism",
 ]

@@ -232,6 +232,7 @@ class HumanEval(Benchmark):  # type: ignore[misc, unused-ignore]  # see Benchmar
             "mode": mode,
             "kind": result.kind,
             "wall_s": round(result.wall_s, 3),
+            "isolation": result.isolation,
         }
         if not result.ok:
             details["detail"] = result.detail

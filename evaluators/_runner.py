@@ -26,9 +26,12 @@ class TaskOutcome:
     """One task's result: what the agent said, its score, what it cost, and any error.
 
     `error_kind` is None for a task judged on its merits; otherwise it scores 0 (or what the scorer
-    gave) and says why: the agent's own kinds, "llm" (a model call failed for good), "budget" (the
-    task's call or token budget ran out) and "empty_output"; the runner's "timeout"; and the
-    scorer's "parse" (no answer in the expected form) and "sandbox" (code killed by the sandbox).
+    gave) and says why: the agent's own kinds, "llm" (the provider rejected a model call the
+    design made), "budget" (the task's call or token budget ran out) and "empty_output"; the
+    runner's "timeout"; and the scorer's "parse" (no answer in the expected form) and "sandbox"
+    (code killed by the sandbox). The agent's "provider" (the provider failed a call, even after
+    the retries) is the one kind that is no score: `evaluate_agent` records it apart, and the task
+    runs again.
     """
 
     task_id: str

@@ -3,12 +3,12 @@ benchmarks, components."""
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -32,24 +32,31 @@ from agentdesign.archive import (
     evaluate_agent,
 )
 from agentdesign.components import (
+    DEFAULT_LLM_TIMEOUT_S,
     REGISTRY,
     SLOTS,
     AgentDesignError,
     AgentSpec,
+    ChatModel,
     Example,
+    ProviderError,
     check_model,
     default_chat_model,
     parse_spec,
-    render_standalone,
+    write_agent_files,
 )
+from agentdesign.components._isolation import UNSAFE_ENV
 from agentdesign.evaluators import (
     Benchmark,
+    ScoreSummary,
     TaskOutcome,
     available_benchmarks,
     examples_from_tasks,
     get_benchmark,
     make_split,
+    summarize,
 )
+from agentdesign.search._doctor import run_checks
 from agentdesign.search._loop import (
     DEFAULT_HEARTBEAT_S,
     Budget,
@@ -64,6 +71,7 @@ from agentdesign.search._loop import (
 from agentdesign.search._report import write_report
 from agentdesign.search._space import SPACE_PRESETS, space_from_option
 from agentdesign.search._strategies import STRATEGIES
+from agentdesign.search._verdict import BASELINES, run_verdict
 
 __all__ = ["app", "main"]
 
@@ -109,17 +117,55 @@ TaskTimeoutOption = Annotated[
     typer.Option(help="seconds a task may take; past it the task scores 0 as a timeout"),
 ]
 ApiBaseOption = Annotated[str | None, typer.Option(help="OpenAI-compatible server URL")]
+LLMTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--llm-timeout", help="seconds a model call may wait for its reply before it is retried"
+    ),
+]
 SpaceOption = Annotated[
     str, typer.Option(help=f"design space: {', '.join(SPACE_PRESETS)} or a JSON file")
 ]
 ConfirmTopOption = Annotated[
-    int, typer.Option(help="best search agents confirmed on holdout at the end")
+    int,
+    typer.Option(
+        help="designs scored on the holdout at the end: the recorded winner, then the next "
+        "best as exploratory results that never replace it"
+    ),
+]
+BaselineOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="hand-designed agent the winner is compared with on the holdout: cot, cot-sc or a "
+        "spec JSON file; repeat for several, 'none' for none (default: cot and cot-sc)"
+    ),
+]
+UnsafeSandboxOption = Annotated[
+    bool,
+    typer.Option(
+        "--unsafe-sandbox",
+        help="run model-written code under audit hooks only where no OS sandbox works",
+    ),
 ]
 DEFAULT_MODEL = "embedded/qwen2.5-coder-1.5b"
 
 
-def _open(storage: str) -> Archive:
-    return Archive(storage)
+def _open(storage: str, *, create: bool = False) -> Archive:
+    """The archive; only the commands that start work make one where there is none (a mistyped
+    path for `show` says so instead of leaving an empty archive behind)."""
+    return Archive(storage, create=create)
+
+
+def _allow_unsafe_sandbox(allowed: bool) -> None:
+    """--unsafe-sandbox: the sandbox reads it from the environment, as the workers it starts do."""
+    if allowed:
+        os.environ[UNSAFE_ENV] = "1"
+
+
+def _chat_model(api_base: str | None, llm_timeout: float) -> ChatModel:
+    if llm_timeout <= 0:
+        raise AgentDesignError(f"--llm-timeout must be positive, got {llm_timeout}")
+    return default_chat_model(api_base=api_base, timeout_s=llm_timeout)
 
 
 def _config(
@@ -140,8 +186,10 @@ def _config(
     task_timeout: float | None,
     refine_every: int,
     api_base: str | None,
+    llm_timeout: float,
     space: str,
     confirm_top: int,
+    baselines: Sequence[str] | None,
 ) -> RunConfig:
     narrowing = space_from_option(space)
     if confirm_top < 0:
@@ -163,9 +211,32 @@ def _config(
         refine_every=refine_every,
         confirm_top=confirm_top,
         api_base=api_base,
+        llm_timeout_s=llm_timeout,
         choices=narrowing.get("choices", {}),
         limits=narrowing.get("limits", {}),
+        **({} if baselines is None else {"baselines": _baselines(baselines)}),
     )
+
+
+def _baselines(options: Sequence[str]) -> list[dict[str, Any]]:
+    """`--baseline` values as a run stores them: built-ins by name, files as their spec."""
+    if list(options) == ["none"]:
+        return []
+    chosen: list[dict[str, Any]] = []
+    for option in options:
+        if option in BASELINES:
+            chosen.append({"label": option, "spec": None})
+            continue
+        path = Path(option)
+        try:
+            text = path.read_text()
+        except OSError as err:
+            raise AgentDesignError(
+                f"--baseline {option!r} is neither {' nor '.join(BASELINES)} nor a readable "
+                f"spec file ({err.strerror})"
+            ) from None
+        chosen.append({"label": path.stem, "spec": parse_spec(text).to_dict()})
+    return chosen
 
 
 class _ProgressReporter(Reporter):
@@ -232,35 +303,6 @@ def _progress() -> Progress:
     )
 
 
-def _leaderboard_table(rows: list[LeaderboardRow], title: str) -> Table:
-    table = Table(title=title)
-    for column in (
-        "#",
-        "agent",
-        "design",
-        "score (95% CI)",
-        "n",
-        "tokens/item",
-        "s/item",
-        "cost $",
-    ):
-        table.add_column(column, justify="left" if column in ("agent", "design") else "right")
-    for row in rows:
-        spec = AgentSpec.from_dict(row.spec)
-        n = max(row.n_tasks, 1)
-        table.add_row(
-            str(row.rank),
-            row.agent_hash[:10],
-            spec.describe(),
-            f"{row.mean:.3f} [{row.ci_low:.2f}, {row.ci_high:.2f}]",
-            str(row.n_tasks),
-            f"{(row.prompt_tokens + row.completion_tokens) / n:,.0f}",
-            f"{row.wall_s / n:.1f}",
-            f"{row.cost:.4f}",
-        )
-    return table
-
-
 def _print_summary(archive: Archive, summary: RunSummary) -> None:
     run = summary.run
     console.print(
@@ -278,9 +320,10 @@ def _show(
     benchmark: str | None = None,
     model: str | None = None,
 ) -> None:
-    """The leaderboard on search scores, with each confirmed agent's holdout score and the gap.
+    """A run's verdict, then its leaderboard on search scores with the holdout scores beside.
 
-    The winner is the top row: chosen on search scores only; holdout only confirms it.
+    The winner was recorded on search scores before the holdout was touched; a holdout score of
+    any other design is exploratory and can never replace it.
     """
     rows = archive.leaderboard(run_name=run_name, benchmark=benchmark, model=model, limit=limit)
     holdout = {
@@ -289,46 +332,68 @@ def _show(
             run_name=run_name, benchmark=benchmark, model=model, split="holdout", limit=10_000
         )
     }
+    winner_hash, roles = None, {}
     if run_name is not None:
         run = archive.get_run(run_name)
+        winner_hash, roles = run.winner_hash, archive.run_roles(run_name)
         title = (
             f"{run.name}: {run.benchmark}, ranked on the search split "
             f"({len(run.search_task_ids)} items); holdout: {len(run.holdout_task_ids)} unseen items"
         )
+        for line in run_verdict(archive, run_name).headline():
+            console.print(escape(line))
     else:
         title = "all runs" + "".join(
             f", {what} {value}"
             for what, value in (("benchmark", benchmark), ("model", model))
             if value is not None
         )
-    table = Table(title=title)
+    searched = [_summary(archive, row) for row in rows]
+    confirmed = {h: _summary(archive, row) for h, row in holdout.items()}
+    table = Table(title=title, caption=_interval_caption([*searched, *confirmed.values()]))
     for column in (
-        "#", "agent", "design", "search (95% CI)", "holdout (95% CI)", "gap", "n",
-        "tokens/item", "s/item", "cost $",
+        "#", "agent", "design", "search (95% CI)", "holdout (95% CI)", "gap", "tokens/item",
+        "s/item", "cost $",
     ):  # fmt: skip
         table.add_column(column, justify="left" if column in ("agent", "design") else "right")
-    for row in rows:
-        confirmed = holdout.get(row.agent_hash)
+    for row, summary in zip(rows, searched, strict=True):
+        check = holdout.get(row.agent_hash)
+        note = ""
+        if check is not None and roles.get(check.evaluation_id) == "exploratory":
+            note = " exploratory"
         n = max(row.n_tasks, 1)
         table.add_row(
-            str(row.rank),
+            f"{row.rank} winner" if row.agent_hash == winner_hash else str(row.rank),
             row.agent_hash[:10],
-            AgentSpec.from_dict(row.spec).describe(),
-            _score(row),
-            _score(confirmed) if confirmed else "-",
-            f"{row.mean - confirmed.mean:+.3f}" if confirmed else "-",
-            str(row.n_tasks),
+            escape(AgentSpec.from_dict(row.spec).describe()),
+            _interval(summary),
+            _interval(confirmed[row.agent_hash]) + note if check else "-",
+            f"{row.mean - check.mean:+.3f}" if check else "-",
             f"{(row.prompt_tokens + row.completion_tokens) / n:,.0f}",
             f"{row.wall_s / n:.1f}",
             f"{row.cost:.4f}",
         )
     console.print(table)
     if holdout:
-        console.print("gap = search - holdout; a large positive gap means the search overfit")
+        console.print(
+            "gap = search - holdout; a large positive gap means the search overfit. "
+            "An exploratory holdout score came after the winner was fixed: never a verdict."
+        )
 
 
-def _score(row: LeaderboardRow) -> str:
-    return f"{row.mean:.3f} [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+def _summary(archive: Archive, row: LeaderboardRow) -> ScoreSummary:
+    """The row's interval, recomputed from its task scores, so that archives written before the
+    intervals were mended show honest ones too."""
+    return summarize([r.score for r in archive.task_results(row.evaluation_id).values()])
+
+
+def _interval(summary: ScoreSummary) -> str:
+    return f"{summary.mean:.3f} [{summary.ci_low:.2f}, {summary.ci_high:.2f}] n={summary.n}"
+
+
+def _interval_caption(summaries: Sequence[ScoreSummary]) -> str:
+    methods = sorted({s.method for s in summaries})
+    return f"95% intervals: {', '.join(methods) or '-'}; n = items scored"
 
 
 def _show_lineage(archive: Archive, target: str | None) -> None:
@@ -336,10 +401,11 @@ def _show_lineage(archive: Archive, target: str | None) -> None:
     runs = {run.name for run in archive.list_runs()}
     if target is None or target in runs:
         run_name = target or _latest_run(archive)
+        winner = archive.get_run(run_name).winner_hash
         top = archive.leaderboard(run_name=run_name, limit=1)
-        if not top:
+        if winner is None and not top:
             raise AgentDesignError(f"run {run_name} has no finished agent yet")
-        agent = archive.get_agent(top[0].agent_hash)
+        agent = archive.get_agent(winner or top[0].agent_hash)
     else:
         agent = archive.find_agent(target)
     table = Table(title=f"lineage of {agent.spec_hash[:10]}")
@@ -378,11 +444,15 @@ def run(
     task_timeout: TaskTimeoutOption = None,
     refine_every: RefineEveryOption = 0,
     api_base: ApiBaseOption = None,
+    llm_timeout: LLMTimeoutOption = DEFAULT_LLM_TIMEOUT_S,
     space: SpaceOption = "quick",
-    confirm_top: ConfirmTopOption = 3,
+    confirm_top: ConfirmTopOption = 1,
+    baseline: BaselineOption = None,
     storage: StorageOption = DEFAULT_STORAGE,
+    unsafe_sandbox: UnsafeSandboxOption = False,
 ) -> None:
     """Start a search and print its leaderboard."""
+    _allow_unsafe_sandbox(unsafe_sandbox)
     config = _config(
         name=name or datetime.now().strftime("run-%Y%m%d-%H%M%S"),
         benchmark=benchmark,
@@ -400,10 +470,12 @@ def run(
         task_timeout=task_timeout,
         refine_every=refine_every,
         api_base=api_base,
+        llm_timeout=llm_timeout,
         space=space,
         confirm_top=confirm_top,
+        baselines=baseline,
     )
-    with _open(storage) as archive:
+    with _open(storage, create=True) as archive:
         with _progress() as progress:
             reporter = _ProgressReporter(
                 progress,
@@ -436,17 +508,21 @@ def worker(
     task_timeout: TaskTimeoutOption = None,
     refine_every: RefineEveryOption = 0,
     api_base: ApiBaseOption = None,
+    llm_timeout: LLMTimeoutOption = DEFAULT_LLM_TIMEOUT_S,
     space: SpaceOption = "quick",
-    confirm_top: ConfirmTopOption = 3,
+    confirm_top: ConfirmTopOption = 1,
+    baseline: BaselineOption = None,
     heartbeat: Annotated[
         int, typer.Option(help="seconds between heartbeats; 3 missed ones mark a worker dead")
     ] = DEFAULT_HEARTBEAT_S,
     storage: StorageOption = DEFAULT_STORAGE,
+    unsafe_sandbox: UnsafeSandboxOption = False,
 ) -> None:
     """Join a run as one of many workers sharing a PostgreSQL archive (SQLite: one at a time).
 
     The run options only apply if this worker is the one that starts the run.
     """
+    _allow_unsafe_sandbox(unsafe_sandbox)
     if heartbeat < 1:
         raise AgentDesignError(f"--heartbeat must be at least 1 second, got {heartbeat}")
     config = _config(
@@ -466,10 +542,12 @@ def worker(
         task_timeout=task_timeout,
         refine_every=refine_every,
         api_base=api_base,
+        llm_timeout=llm_timeout,
         space=space,
         confirm_top=confirm_top,
+        baselines=baseline,
     )
-    with _open(storage) as archive:
+    with _open(storage, create=True) as archive:
         summary = run_worker(archive, config, heartbeat_s=heartbeat)
         console.print(
             f"worker done: run {run_name} has {summary.agents_done} agents; {summary.stop_reason}"
@@ -479,13 +557,20 @@ def worker(
 
 @app.command()
 def finalize(
-    name: Annotated[str, typer.Argument(help="the run whose winners to confirm")],
+    name: Annotated[str, typer.Argument(help="the run whose winner to confirm")],
     top: Annotated[
-        int | None, typer.Option(help="agents to confirm (default: the run's --confirm-top)")
+        int | None,
+        typer.Option(
+            help="designs to score on the holdout: the recorded winner, then the next best as "
+            "exploratory results (default: the run's --confirm-top)"
+        ),
     ] = None,
     storage: StorageOption = DEFAULT_STORAGE,
+    unsafe_sandbox: UnsafeSandboxOption = False,
 ) -> None:
-    """Confirm a run's best search agents on its holdout split (resumable, never pays twice)."""
+    """Record a run's winner on search scores, then score it and the baselines on the holdout
+    (resumable, never pays twice). More designs with --top are exploratory: never the winner."""
+    _allow_unsafe_sandbox(unsafe_sandbox)
     with _open(storage) as archive:
         finalize_run(archive, name, top=top)
         _show(archive, name, limit=20)
@@ -497,18 +582,26 @@ def resume(
     max_agents: Annotated[int | None, typer.Option(help="new agent budget")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="new token budget")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="new time budget")] = None,
+    llm_timeout: Annotated[
+        float | None,
+        typer.Option("--llm-timeout", help="seconds a model call may wait (default: the run's)"),
+    ] = None,
     storage: StorageOption = DEFAULT_STORAGE,
+    unsafe_sandbox: UnsafeSandboxOption = False,
 ) -> None:
-    """Continue a run that was killed (or raise its budget) without redoing finished tasks."""
+    """Continue a run that was killed, stopped by its provider, or given a larger budget, without
+    redoing finished tasks."""
+    _allow_unsafe_sandbox(unsafe_sandbox)
     with _open(storage) as archive:
         stored = RunConfig.from_dict(archive.get_run(name).config)
         budget = stored.budget
         if max_agents is not None or max_tokens is not None or max_minutes is not None:
             budget = Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes)
+        llm = None if llm_timeout is None else _chat_model(stored.api_base, llm_timeout)
         done = archive.run_totals(name).n_complete
         with _progress() as progress:
             reporter = _ProgressReporter(progress, budget.max_agents, done)
-            summary = resume_search(archive, name, budget=budget, reporter=reporter)
+            summary = resume_search(archive, name, budget=budget, llm=llm, reporter=reporter)
         _print_summary(archive, summary)
 
 
@@ -564,6 +657,8 @@ def export(
         run_record = archive.get_run(run_name)
         if agent is not None:
             specs = [AgentSpec.from_dict(archive.find_agent(agent).spec)]
+        elif not pareto and run_record.winner_hash is not None:  # the recorded winner stands
+            specs = [AgentSpec.from_dict(archive.get_agent(run_record.winner_hash).spec)]
         else:
             rows = (
                 archive.pareto(run_name=run_name)
@@ -575,43 +670,49 @@ def export(
             specs = [AgentSpec.from_dict(row.spec) for row in rows]
         benchmark = get_benchmark(run_record.benchmark)
     pool = examples_from_tasks(benchmark.train_examples())
-    out.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         _export_one(spec, pool, out, benchmark)
 
 
 def _export_one(spec: AgentSpec, pool: Sequence[Example], out: Path, benchmark: Benchmark) -> None:
-    stem = f"agent_{spec.spec_hash[:10]}"
-    (out / f"{stem}.json").write_text(json.dumps(spec.to_dict(), indent=2) + "\n")
-    source = render_standalone(spec, train_examples=pool, filename=f"{stem}.py")
-    (out / f"{stem}.py").write_text(source)
-    console.print(
-        escape(f"wrote {out / (stem + '.json')} and {out / (stem + '.py')}  ({spec.describe()})")
-    )
+    spec_json, py = write_agent_files(spec, train_examples=pool, out=out)
+    console.print(escape(f"wrote {spec_json} and {py}  ({spec.describe()})"))
     question = benchmark.tasks()[0].question[:60]
-    console.print(escape(f'  try it:   python {out / (stem + ".py")} "{question}..."'))
-    console.print(
-        f"  or score it:  agentdesign evaluate {out / (stem + '.json')} --benchmark "
-        f"{benchmark.name}"
-    )
+    console.print(escape(f'  try it:   python {py} "{question}..."'))
+    console.print(f"  or score it:  agentdesign evaluate {spec_json} --benchmark {benchmark.name}")
 
 
 @app.command()
 def evaluate(
     spec_file: Annotated[Path, typer.Argument(help="an agent spec: exported or hand-written JSON")],
     benchmark: Annotated[str, typer.Option(help="benchmark name")] = "gsm8k",
+    run_name: Annotated[
+        str | None,
+        typer.Option("--run", help="score on this run's stored split (its benchmark and ids)"),
+    ] = None,
     split: Annotated[
-        str, typer.Option(help="search or holdout (a run's seeded split) or all (the first items)")
-    ] = "holdout",
-    items: Annotated[int, typer.Option(help="how many items")] = 10,
+        str | None,
+        typer.Option(
+            help="holdout or search: with --run, the run's (default holdout); without, search is "
+            "a seeded draw (the default) and all the benchmark's first items"
+        ),
+    ] = None,
+    items: Annotated[
+        int | None, typer.Option(help="how many items (default: all of a run's split, else 10)")
+    ] = None,
     seed: Annotated[int, typer.Option(help="seed of the split, as a run's --seed")] = 0,
     model: Annotated[str | None, typer.Option(help="run the spec on another model")] = None,
     concurrency: ConcurrencyOption = 1,
     task_timeout: TaskTimeoutOption = None,
     api_base: ApiBaseOption = None,
+    llm_timeout: LLMTimeoutOption = DEFAULT_LLM_TIMEOUT_S,
     storage: StorageOption = DEFAULT_STORAGE,
+    unsafe_sandbox: UnsafeSandboxOption = False,
 ) -> None:
-    """Score any agent spec on a benchmark, with a 95% interval; results go to the archive."""
+    """Score any agent spec on a benchmark, with a 95% interval; results go to the archive.
+
+    Tasks the provider fails are not scored: the same command runs them again later."""
+    _allow_unsafe_sandbox(unsafe_sandbox)
     try:
         text = spec_file.read_text()
     except OSError as err:
@@ -619,41 +720,79 @@ def evaluate(
     spec = parse_spec(text)
     if model is not None:
         spec = spec.set_params(model=model)
-    bench = get_benchmark(benchmark)
-    if items < 1:
+    if items is not None and items < 1:
         raise AgentDesignError(f"--items must be at least 1, got {items}")
     if task_timeout is not None and task_timeout <= 0:
         raise AgentDesignError(f"--task-timeout must be positive, got {task_timeout}")
-    ids = [t.id for t in bench.tasks()]
-    if split == "all":
-        chosen = ids[:items]
-    elif split in ("search", "holdout"):
-        drawn = make_split(ids, seed=seed, n_search=items, n_holdout=items)
-        chosen = list(drawn.search_ids if split == "search" else drawn.holdout_ids)
-    else:
+    split = split or ("holdout" if run_name is not None else "search")
+    if split not in ("search", "holdout", "all"):
         raise AgentDesignError(f"--split must be search, holdout or all, not {split!r}")
-    check_model(spec.model)
-    with _open(storage) as archive:
-        evaluation = evaluate_agent(
-            archive,
-            spec,
-            bench,
-            bench.tasks_by_ids(chosen),
-            llm=default_chat_model(api_base=api_base),
-            split="search" if split == "search" else "holdout",
-            train_examples=examples_from_tasks(bench.train_examples()),
-            concurrency=concurrency,
-            timeout_s=task_timeout,
-            seed=seed,
+    if run_name is None and split == "holdout":
+        raise AgentDesignError(
+            "--split holdout needs --run NAME: a holdout is a run's stored, unseen items"
         )
-    assert evaluation is not None and evaluation.mean is not None  # nothing asked it to stop
-    assert evaluation.ci_low is not None and evaluation.ci_high is not None
+    if run_name is not None and split == "all":
+        raise AgentDesignError("--run takes --split search or holdout, not all")
+    llm = _chat_model(api_base, llm_timeout)
+    check_model(spec.model, api_base=api_base)
+    with _open(storage, create=True) as archive:
+        bench, chosen = _evaluation_items(archive, run_name, benchmark, split, items, seed)
+        try:
+            evaluation = evaluate_agent(
+                archive,
+                spec,
+                bench,
+                bench.tasks_by_ids(chosen),
+                llm=llm,
+                split=split,
+                train_examples=examples_from_tasks(bench.train_examples()),
+                concurrency=concurrency,
+                timeout_s=task_timeout,
+                seed=seed,
+            )
+        except ProviderError as exc:
+            raise ProviderError(
+                f"{exc}; the tasks finished are kept: the same command runs the others once the "
+                "provider answers"
+            ) from exc
+        assert evaluation is not None  # nothing asked it to stop
+        summary = summarize([r.score for r in archive.task_results(evaluation.id).values()])
     tokens = evaluation.prompt_tokens + evaluation.completion_tokens
     console.print(
-        f"{spec.spec_hash[:10]} {spec.describe()}\n{bench.name} {split} ({len(chosen)} items): "
-        f"score {evaluation.mean:.3f} [95% CI {evaluation.ci_low:.2f}, {evaluation.ci_high:.2f}], "
-        f"{tokens:,} tokens, ${evaluation.cost:.4f}"
+        escape(
+            f"{spec.spec_hash[:10]} {spec.describe()}\n{bench.name} {split} "
+            f"({len(chosen)} items): score {summary.mean:.3f} [95% CI {summary.ci_low:.2f}, "
+            f"{summary.ci_high:.2f}, {summary.method}, n={summary.n}], {tokens:,} tokens, "
+            f"${evaluation.cost:.4f}"
+        )
     )
+
+
+def _evaluation_items(
+    archive: Archive,
+    run_name: str | None,
+    benchmark: str,
+    split: str,
+    items: int | None,
+    seed: int,
+) -> tuple[Benchmark, list[str]]:
+    """The benchmark and task ids `evaluate` scores: a run's stored split, or a fresh draw of
+    search items, or the benchmark's first items. (A holdout exists only as a run's: a fresh draw
+    of "holdout" items could overlap the search items of any run.)"""
+    if run_name is not None:
+        run_record = archive.get_run(run_name)
+        ids = list(
+            run_record.holdout_task_ids if split == "holdout" else run_record.search_task_ids
+        )
+        if not ids:
+            raise AgentDesignError(f"run {run_name} has no {split} items")
+        return get_benchmark(run_record.benchmark), ids[:items]
+    bench = get_benchmark(benchmark)
+    ids = [t.id for t in bench.tasks()]
+    count = items or 10
+    if split == "all":
+        return bench, ids[:count]
+    return bench, list(make_split(ids, seed=seed, n_search=count, n_holdout=0).search_ids)
 
 
 @app.command()
@@ -666,7 +805,10 @@ def report(
     with _open(storage) as archive:
         run_name = name or _latest_run(archive)
         path = output or Path(f"report-{run_name}.html")
-        write_report(archive, run_name, path)
+        try:
+            write_report(archive, run_name, path)
+        except OSError as err:  # e.g. -o /proc/x.html, or a folder
+            raise AgentDesignError(f"cannot write the report to {path}: {err.strerror}") from None
     console.print(f"wrote {path}")
 
 
@@ -711,10 +853,27 @@ def components() -> None:
     console.print(table)
 
 
+@app.command()
+def doctor(
+    postgres: Annotated[
+        str | None,
+        typer.Option(help="PostgreSQL URL to try (default: $AGENTDESIGN_TEST_POSTGRES_URL)"),
+    ] = None,
+) -> None:
+    """Check this machine: the sandbox's isolation, embedded threads, PostgreSQL (always exit 0)."""
+    for check in run_checks(postgres):
+        mark = "[green]ok[/]     " if check.ok else "[yellow]missing[/]"
+        console.print(f"{check.name:<11} {mark} {escape(check.detail)}", soft_wrap=True)
+
+
 def main() -> None:
-    """Entry point: user errors print one line and exit 2, never a traceback."""
+    """Entry point: user errors print one line and exit 2, a provider that fails tasks even after
+    the retries one line and exit 3 (the work is kept: retry later), never a traceback."""
     try:
         app()
+    except ProviderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(3)
     except AgentDesignError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

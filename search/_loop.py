@@ -35,10 +35,12 @@ from agentdesign.archive import (
     worker_id,
 )
 from agentdesign.components import (
+    DEFAULT_LLM_TIMEOUT_S,
     AgentDesignError,
     AgentSpec,
     ChatModel,
     Completion,
+    ProviderError,
     check_model,
     default_chat_model,
 )
@@ -46,17 +48,18 @@ from agentdesign.evaluators import (
     Benchmark,
     InteractiveBenchmark,
     TaskOutcome,
-    bootstrap_ci,
     episode_workflows,
     examples_from_tasks,
     get_benchmark,
     make_split,
+    score_interval,
 )
 from agentdesign.search._base import ask_trial, history_from_study
 from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._strategies import check_refinable, make_strategy
 from agentdesign.search._value import labelled_from_archive
+from agentdesign.search._verdict import BASELINES, cot_baseline, cot_sc_baseline
 
 __all__ = [
     "Budget",
@@ -115,31 +118,47 @@ class RunConfig:
     concurrency: int = 1
     task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"
     refine_every: int = 0  # mcts/evolution: every n-th proposal rewrites a prompt (0: never)
-    confirm_top: int = 3
+    # Designs scored on the holdout at the end: the recorded winner first, any more only as
+    # "exploratory" results that can never replace it.
+    confirm_top: int = 1
     api_base: str | None = None
+    llm_timeout_s: float = DEFAULT_LLM_TIMEOUT_S  # a model call still unanswered then is retried
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # Hand-designed agents scored on the same holdout items as the winner, for the paired verdict:
+    # {"label": name, "spec": None} for a built-in one (BASELINES), {"label", "spec": dict} else.
+    baselines: Sequence[Mapping[str, Any]] = field(
+        default_factory=lambda: [{"label": name, "spec": None} for name in BASELINES]
+    )
+    # Token caps, sample counts and temperatures are searched on a coarse grid (see SearchSpace),
+    # so two designs never differ only by noise; runs stored before the grid keep their space.
+    grid: bool = True
 
     def __post_init__(self) -> None:
         if self.task_timeout_s is not None and self.task_timeout_s <= 0:
             raise AgentDesignError(f"task timeout must be positive, got {self.task_timeout_s}")
+        if self.llm_timeout_s <= 0:
+            raise AgentDesignError(f"LLM timeout must be positive, got {self.llm_timeout_s}")
         if self.refine_every < 0:
             raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
         if self.refine_every:
             check_refinable(self.strategy)
 
     def space(self) -> SearchSpace:
-        return SearchSpace(model=self.model, choices=self.choices, limits=self.limits)
+        return SearchSpace(
+            model=self.model, choices=self.choices, limits=self.limits, grid=self.grid
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["choices"] = {k: list(v) for k, v in self.choices.items()}
         data["limits"] = {k: list(v) for k, v in self.limits.items()}
+        data["baselines"] = [dict(b) for b in self.baselines]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
-        fields = dict(data)
+        fields = {"grid": False, **data}  # stored before the grid: searched without one
         fields["budget"] = Budget(**fields["budget"])
         fields["limits"] = {k: (v[0], v[1]) for k, v in fields.get("limits", {}).items()}
         return cls(**fields)
@@ -211,13 +230,14 @@ def _create_run(archive: Archive, config: RunConfig, *, llm: ChatModel | None) -
         config.strategy, space=config.space(), seed=config.seed, objective=config.objective
     )
     if llm is None:
-        check_model(config.model)
+        check_model(config.model, api_base=config.api_base)
     split = make_split(
         [t.id for t in benchmark.tasks()],
         seed=config.split_seed,
         n_search=config.n_search,
         n_holdout=config.n_holdout,
     )
+    dev_task_ids(benchmark, config)  # refused here, before writing, if the pool is too small
     run = archive.create_run(
         name=config.name,
         benchmark=config.benchmark,
@@ -232,6 +252,22 @@ def _create_run(archive: Archive, config: RunConfig, *, llm: ChatModel | None) -
     return run
 
 
+def dev_task_ids(benchmark: Benchmark, config: RunConfig) -> tuple[str, ...]:
+    """The items a prompt refiner learns failures from: a third of the search items' count (at
+    least 2), drawn after the search and holdout items in the run's seeded order, so they are
+    neither; none without refinement."""
+    if not config.refine_every:
+        return ()
+    n_dev = max(2, config.n_search // 3)
+    drawn = make_split(
+        [t.id for t in benchmark.tasks()],
+        seed=config.split_seed,
+        n_search=config.n_search,
+        n_holdout=config.n_holdout + n_dev,
+    )
+    return drawn.holdout_ids[config.n_holdout :]
+
+
 def resume_search(
     archive: Archive,
     name: str,
@@ -241,7 +277,18 @@ def resume_search(
     reporter: Reporter | None = None,
     heartbeat_s: int = DEFAULT_HEARTBEAT_S,
 ) -> RunSummary:
-    """Continues run `name` from what the archive holds, optionally with a new budget."""
+    """Continues run `name` from what the archive holds, optionally with a new budget.
+
+    A run whose winner is recorded has been scored on its holdout, so it cannot search on: a
+    design found after that would be chosen by someone who has seen the holdout.
+    """
+    run = archive.get_run(name)
+    stored = RunConfig.from_dict(run.config).budget
+    if run.winner_hash is not None and budget is not None and budget != stored:
+        raise AgentDesignError(
+            f"run {name} has fixed its winner and scored it on the holdout, so it cannot "
+            "search on; start a new run instead (it reuses every evaluation archived here)"
+        )
     return _stored_search(archive, name, budget, llm, reporter, heartbeat_s).drive()
 
 
@@ -355,11 +402,16 @@ class _Search:
         self.config = config
         self.space = _playable(space, benchmark)
         self.benchmark = benchmark
-        self.llm = llm if llm is not None else default_chat_model(api_base=config.api_base)
+        self.llm = (
+            llm
+            if llm is not None
+            else default_chat_model(api_base=config.api_base, timeout_s=config.llm_timeout_s)
+        )
         self.reporter = reporter or Reporter()
         self.examples = examples_from_tasks(benchmark.train_examples())
         self.search_tasks = benchmark.tasks_by_ids(run.search_task_ids)
         self.holdout_tasks = benchmark.tasks_by_ids(run.holdout_task_ids)
+        self.dev_tasks = benchmark.tasks_by_ids(dev_task_ids(benchmark, config))
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # optuna warns that heartbeats are meant for Study.optimize; ask-and-tell beats by itself.
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
@@ -413,13 +465,17 @@ class _Search:
     # -- the loop --
 
     def drive(self) -> RunSummary:
+        """Searches until the budget is spent, then confirms on holdout. A `ProviderError` marks
+        the run failed and stops it; a resume sets it running again and retries those tasks."""
         self.archive.update_run(self.run.name, status="running")
         self.reporter.run_started(self.run)
         reason = None
         holdout: tuple[EvaluationRecord, ...] = ()
         try:
             repeats = 0
-            while (reason := self._stop_reason()) is None:
+            if self.run.winner_hash is not None:  # fixed, holdout seen: the search is over
+                reason = "the run's winner is recorded"
+            while reason is None and (reason := self._stop_reason()) is None:
                 agents_before = self.archive.run_totals(self.run.name).n_agents
                 work = self._next_work()
                 if work is None:
@@ -445,6 +501,12 @@ class _Search:
                     break
             self._wait_for_other_workers()
             holdout = self.finalize()
+        except ProviderError as exc:  # no score was made of it: stop, and keep all for a resume
+            self.archive.update_run(self.run.name, status="failed")
+            raise ProviderError(
+                f"{exc}; run {self.run.name} stopped and is kept: `agentdesign resume "
+                f"{self.run.name}` runs those tasks again once the provider answers"
+            ) from exc
         finally:
             self._charge_time()
         totals = self.archive.run_totals(self.run.name)
@@ -482,7 +544,11 @@ class _Search:
             history = history_from_study(
                 self.study,
                 description=self.benchmark.description,
-                prior=labelled_from_archive(self.archive),
+                prior=labelled_from_archive(
+                    self.archive,
+                    benchmark=self.benchmark.name,
+                    unseen=self.run.holdout_task_ids,
+                ),
             )
             trial = ask_trial(self.study, self.strategy, history)
         self._own_trials.add(trial.number)
@@ -548,15 +614,17 @@ class _Search:
         )
 
     def _failures(self, spec: AgentSpec) -> list[Failure]:
-        """The search tasks `spec` scored below 1 on, with what it answered: the refiner learns
-        from the search split only, so the holdout stays unseen."""
-        evaluation = self.archive.get_or_create_evaluation(
-            agent_hash=spec.spec_hash,
-            benchmark=self.benchmark.name,
-            task_ids=[t.id for t in self.search_tasks],
-            split="search",
-        )
-        tasks = {t.id: t for t in self.search_tasks}
+        """The development tasks `spec` scored below 1 on, with what it answered.
+
+        The development items are the run's own (see `dev_task_ids`): apart from the search items
+        every design is scored on and from the holdout, so a rewrite is never scored on the tasks
+        it learnt from. `spec` is scored on them first (archived, counted in the run's tokens,
+        never ranked).
+        """
+        evaluation = self._evaluate(spec, self.dev_tasks, "search", None, role="dev")
+        if evaluation is None:  # the budget ran out meanwhile
+            return []
+        tasks = {t.id: t for t in self.dev_tasks}
         return [
             Failure(question=tasks[i].question, output=r.output, expected=tasks[i].answer)
             for i, r in self.archive.task_results(evaluation.id).items()
@@ -599,7 +667,7 @@ class _Search:
         if evaluation.status == "pruned":
             self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
             return
-        tokens = (evaluation.prompt_tokens + evaluation.completion_tokens) / evaluation.n_done
+        tokens = evaluation.tokens_per_item
         assert evaluation.mean is not None  # complete evaluations have one
         values = (
             [evaluation.mean] if self.config.objective == "score" else [evaluation.mean, tokens]
@@ -612,8 +680,11 @@ class _Search:
         tasks: Sequence[Any],
         split: str,
         trial: optuna.Trial | optuna.trial.FrozenTrial | None,
+        *,
+        role: str = "candidate",
     ) -> EvaluationRecord | None:
-        """Evaluates `spec` on `tasks`, reusing every result already archived.
+        """Evaluates `spec` on `tasks`, reusing every result already archived; the run notes it
+        under `role` (see `Archive.add_run_entry`).
 
         Returns None when the budget ran out part-way; the partial evaluation stays in the archive,
         marked running, and a resume completes it. With pruning on, each task's score is reported
@@ -638,6 +709,7 @@ class _Search:
                 agent_hash=spec.spec_hash,
                 evaluation_id=evaluation.id,
                 trial_number=trial_number,
+                role=role,
             )
             opened.append(evaluation)
             if evaluation.status != "complete":
@@ -679,20 +751,80 @@ class _Search:
     def _record_pruned(self, evaluation_id: int) -> EvaluationRecord:
         """Closes a pruned evaluation with the mean of its tasks so far: never ranked complete."""
         scores = [outcome.score for outcome in self.archive.task_results(evaluation_id).values()]
-        low, high = bootstrap_ci(scores, seed=self.config.seed)
+        low, high, _ = score_interval(scores, seed=self.config.seed)
         return self.archive.finish_evaluation(
             evaluation_id, status="pruned", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
         )
 
     def _confirm_on_holdout(self) -> tuple[EvaluationRecord, ...]:
-        """Scores the top agents, chosen on the search split, on the untouched holdout split."""
+        """Records the winner, chosen on search scores alone, then scores it, the baselines and
+        any exploratory designs on the untouched holdout split, in that order."""
         if not self.holdout_tasks or self.config.confirm_top < 1:
             return ()
+        winner = self._record_winner()
+        if winner is None:
+            return ()
+        confirmed = self._evaluate(winner, self.holdout_tasks, "holdout", None, role="winner")
+        if confirmed is None:
+            return ()
+        scored = [confirmed, *self._score_baselines(winner, confirmed)]
         top = self.archive.leaderboard(run_name=self.run.name, limit=self.config.confirm_top)
-        confirmed = []
         for row in top:
-            spec = AgentSpec.from_dict(row.spec)
-            evaluation = self._evaluate(spec, self.holdout_tasks, "holdout", None)
+            if row.agent_hash != winner.spec_hash:
+                spec = AgentSpec.from_dict(row.spec)
+                evaluation = self._evaluate(
+                    spec, self.holdout_tasks, "holdout", None, role="exploratory"
+                )
+                if evaluation is not None:
+                    scored.append(evaluation)
+        return tuple(scored)
+
+    def _record_winner(self) -> AgentSpec | None:
+        """The run's winner: the best complete search evaluation, recorded in the archive before
+        any holdout task runs, or the one recorded already (a winner is never replaced)."""
+        if self.run.winner_hash is None:
+            top = self.archive.leaderboard(run_name=self.run.name, limit=1)
+            if not top:
+                return None
+            try:
+                self.run = self.archive.record_winner(self.run.name, top[0].agent_hash)
+            except ArchiveError:  # another worker recorded its winner first: that one stands
+                self.run = self.archive.get_run(self.run.name)
+        assert self.run.winner_hash is not None
+        return AgentSpec.from_dict(self.archive.get_agent(self.run.winner_hash).spec)
+
+    def _score_baselines(
+        self, winner: AgentSpec, confirmed: EvaluationRecord
+    ) -> list[EvaluationRecord]:
+        """Scores the run's baselines on the winner's holdout items; CoT first, since CoT-SC takes
+        as many samples as the winner's tokens per item buy at CoT's."""
+        interactive = isinstance(self.benchmark, InteractiveBenchmark)
+        cot = cot_baseline(self.config.model, interactive=interactive)
+        cot_evaluation: EvaluationRecord | None = None
+        scored = []
+        for baseline in sorted(self.config.baselines, key=lambda b: b["label"] != "cot"):
+            if baseline.get("spec") is not None:
+                spec = AgentSpec.from_dict(baseline["spec"])
+            elif baseline["label"] == "cot":
+                spec = cot
+            elif interactive:  # self-consistency cannot play an environment's episodes
+                continue
+            else:
+                cot_evaluation = cot_evaluation or self._evaluate(
+                    cot, self.holdout_tasks, "holdout", None, role="baseline"
+                )
+                if cot_evaluation is None:
+                    continue
+                spec = cot_sc_baseline(
+                    self.config.model,
+                    winner_tokens=confirmed.tokens_per_item,
+                    cot_tokens=cot_evaluation.tokens_per_item,
+                )
+            if spec.spec_hash == winner.spec_hash:
+                continue  # the winner is this baseline: no comparison to make
+            evaluation = self._evaluate(spec, self.holdout_tasks, "holdout", None, role="baseline")
             if evaluation is not None:
-                confirmed.append(evaluation)
-        return tuple(confirmed)
+                scored.append(evaluation)
+                if spec.spec_hash == cot.spec_hash:
+                    cot_evaluation = evaluation
+        return scored

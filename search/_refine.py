@@ -3,7 +3,8 @@
 The value model sees a design's components and parameters, not what its prompts say, so it cannot
 screen a rewritten prompt: a refinement is proposed as it is and the real benchmark judges it. A
 rewrite must keep the prompt's output contract (its quoted format lines such as 'Answer: <answer>'
-and its code fences), which the workflow parses; a rewrite that drops any of it is refused.
+and its code fences), which the workflow parses; a rewrite that drops any of it is refused, and so
+is one that copies a shown task's question or gold answer into the prompt.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["Failure", "PromptRefiner", "Refinement"]
 
 _QUOTED = re.compile(r"'[^'\n]+'")
 _MARKERS = ("```python", "Answer:")
-_FENCE = re.compile(r"^```[a-z]*\n(.*)\n```$", re.DOTALL)
+_FENCE = re.compile(r"^```([a-z]*)\n(.*)\n```$", re.DOTALL)
 
 _REFINER_SYSTEM = (
     "You improve the prompts of an LLM agent. You are shown one of its prompts and tasks the "
@@ -122,7 +123,8 @@ class PromptRefiner:
         if self.on_call is not None:
             self.on_call(completion)
         rewrite = _clean(completion.text)
-        if not _acceptable(prompts[param], rewrite, self.max_chars):
+        original = prompts[param]
+        if not _acceptable(original, rewrite, self.max_chars) or _leaks(original, rewrite, shown):
             return None
         return Refinement(spec=spec.set_params(**{param: rewrite}), param=param)
 
@@ -144,8 +146,10 @@ def _clean(text: str) -> str:
     """The rewrite without what small models wrap it in: a fence, the <<< >>> markers, quotes."""
     text = text.strip()
     fenced = _FENCE.match(text)
-    if fenced and "```python" not in fenced.group(1):
-        text = fenced.group(1).strip()
+    # A bare fence wraps the reply; a language fence is the prompt's own code block, unless the
+    # prompt inside has no code block of its own.
+    if fenced and (not fenced.group(1) or "```python" not in fenced.group(2)):
+        text = fenced.group(2).strip()
     text = text.removeprefix("<<<").removesuffix(">>>").strip()
     if len(text) > 1 and text[0] == text[-1] == '"':
         text = text[1:-1].strip()
@@ -157,3 +161,31 @@ def _acceptable(original: str, rewrite: str, max_chars: int) -> bool:
         return False
     contract = set(_QUOTED.findall(original)) | {m for m in _MARKERS if m in original}
     return all(phrase in rewrite for phrase in contract)
+
+
+_WORDS = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
+_LEAK_NGRAM = 6  # this many words in a row, shared with a shown question, is a copy of it
+
+
+def _leaks(original: str, rewrite: str, shown: Sequence[Failure]) -> bool:
+    """Whether the rewrite carries a shown task into the prompt: any of its gold answers (as a
+    whole word or number, unless the original prompt had it too) or a run of `_LEAK_NGRAM` words
+    of its question. A prompt that holds them would score the tasks it learnt from by heart."""
+    words = _WORDS.findall(rewrite.lower())
+    before = _WORDS.findall(original.lower())
+    grams = {tuple(words[i : i + _LEAK_NGRAM]) for i in range(len(words) - _LEAK_NGRAM + 1)}
+    for failure in shown:
+        answer = _WORDS.findall(failure.expected.lower())
+        if answer and _contains_run(words, answer) and not _contains_run(before, answer):
+            return True
+        question = _WORDS.findall(failure.question.lower())
+        if any(
+            tuple(question[i : i + _LEAK_NGRAM]) in grams
+            for i in range(len(question) - _LEAK_NGRAM + 1)
+        ):
+            return True
+    return False
+
+
+def _contains_run(words: Sequence[str], run: Sequence[str]) -> bool:
+    return any(list(words[i : i + len(run)]) == list(run) for i in range(len(words) - len(run) + 1))

@@ -1,30 +1,41 @@
 """Replaying a search against a recorded table: every evaluation is answered from the table.
 
-A strategy may only evaluate the table's designs. Each proposal (a strategy's, or an optuna
-sampler's) is mapped to its nearest table design not yet evaluated, by the value model's design
-features; the trial then holds that design's spec and is told its recorded score, so the strategy
-learns from exactly what a live run would have measured. The value-guided strategies screen their
-candidates after this mapping, so they choose among table designs too. Mapping to the nearest
-*untried* design means no replay evaluates a design twice, as no live run does.
+A strategy proposes as it would in a live run, the value-guided ones screening their candidates
+by the value model among all designs of the space. Only then is the proposal mapped to its
+nearest table design not yet evaluated (by the value model's design features), and the study
+records *that* design: its own parameters, its recorded score. So TPE and NSGA-II learn from what
+was measured, never from a proposal's parameters paired with another design's score, and no
+replay evaluates a design twice, as no live run does.
 
-Two yardsticks go with it. `shuffled_replay` evaluates the table in a random order, with no
-mapping: the no-information baseline for a finite table (the mapping itself can favour designs in
-sparse corners of the space). `split_half_reliability` says how far the table's own scores agree
-with themselves, which bounds how well any value model can rank them.
+`drive` is the ask-and-tell loop shared with the truth benchmark (`_truth.py`), whose simulated
+evaluations need no mapping. Two yardsticks go with the replay. `shuffled_replay` evaluates the
+table in a random order, with no mapping: the no-information baseline for a finite table (the
+mapping itself can favour designs in sparse corners of the space). `split_half_reliability` says
+how far the table's own scores agree with themselves, which bounds how well any value model can
+rank them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import optuna
 
-from agentdesign.components import AgentDesignError
-from agentdesign.search._base import ask_trial, history_from_study, snap
+from agentdesign.components import AgentDesignError, AgentSpec
+from agentdesign.search._base import (
+    History,
+    Proposal,
+    Strategy,
+    ask_trial,
+    history_from_study,
+    snap,
+)
 from agentdesign.search._strategies import make_strategy
-from agentdesign.search._table import ReplayDesign, ReplayTable
+from agentdesign.search._table import ReplayTable
 from agentdesign.search._value import (
     Labelled,
     ValueModel,
@@ -34,12 +45,34 @@ from agentdesign.search._value import (
 )
 
 __all__ = [
+    "Evaluate",
+    "Evaluated",
     "ReplayResult",
+    "drive",
     "held_out_accuracy",
     "replay_search",
     "shuffled_replay",
     "split_half_reliability",
+    "table_evaluator",
 ]
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """One evaluation as a replay records it: the design actually evaluated (a table maps the
+    proposal to its nearest design), its score on each item it got, and the tokens it used."""
+
+    spec: AgentSpec
+    scores: tuple[float, ...]
+    tokens: int
+
+    @property
+    def mean(self) -> float:
+        return sum(self.scores) / len(self.scores)
+
+
+# Evaluates a proposed design given the run's history; None when nothing is left to evaluate.
+Evaluate = Callable[[AgentSpec, History], Evaluated | None]
 
 
 @dataclass(frozen=True)
@@ -66,15 +99,97 @@ class ReplayResult:
         return sum(self.tokens[:n])
 
     @classmethod
-    def of(cls, strategy: str, seed: int, evaluated: Sequence[ReplayDesign]) -> ReplayResult:
+    def of(cls, strategy: str, seed: int, evaluated: Sequence[Evaluated]) -> ReplayResult:
         """The result of evaluating `evaluated` in this order."""
         return cls(
             strategy=strategy,
             seed=seed,
-            hashes=tuple(d.spec.spec_hash for d in evaluated),
-            scores=tuple(d.mean for d in evaluated),
-            tokens=tuple(d.tokens for d in evaluated),
+            hashes=tuple(e.spec.spec_hash for e in evaluated),
+            scores=tuple(e.mean for e in evaluated),
+            tokens=tuple(e.tokens for e in evaluated),
         )
+
+
+def drive(
+    strategy: Strategy,
+    evaluate: Evaluate,
+    *,
+    description: str,
+    stop: Callable[[Sequence[Evaluated]], bool],
+) -> list[Evaluated]:
+    """Asks `strategy` for designs through an in-memory study (as the live loop does) and tells it
+    each evaluation, until `stop` says so or `evaluate` has nothing left.
+
+    A design evaluated as proposed is told on its own trial; one that `evaluate` replaced (a
+    table's nearest design) on a trial of its own, with its own parameters (`_record`).
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=strategy.sampler(), directions=strategy.directions())
+    done: list[Evaluated] = []
+    while not stop(done):
+        history = history_from_study(study, description=description)
+        trial = ask_trial(study, strategy, history)
+        proposed = strategy.space.suggest(trial)
+        result = evaluate(proposed, history)
+        if result is None:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            break
+        values = [result.mean]
+        if strategy.objective == "score-cost":
+            values.append(result.tokens / len(result.scores))
+        if result.spec.spec_hash == proposed.spec_hash:
+            trial.set_user_attr("spec", proposed.to_json())
+            study.tell(trial, values)
+        else:
+            _record(study, strategy, trial, result.spec, values)
+        done.append(result)
+    return done
+
+
+def _record(
+    study: optuna.Study,
+    strategy: Strategy,
+    proposal: optuna.Trial,
+    spec: AgentSpec,
+    values: list[float],
+) -> None:
+    """Records `spec` with `values` as a trial of its own: its parameters and distributions as
+    `suggest` asks for them, the proposal's parents and operator, and the proposal's system
+    attributes (NSGA-II's generation, which a trial with fixed parameters would never get). The
+    proposal's trial fails, so no sampler learns from it."""
+    study.tell(proposal, state=optuna.trial.TrialState.FAIL)
+    fixed = optuna.trial.FixedTrial(strategy.space.trial_params(spec))
+    strategy.space.suggest(cast(optuna.Trial, fixed))  # the same suggest calls, on fixed values
+    origin = Proposal(
+        spec=spec,
+        parents=tuple(proposal.user_attrs.get("parents", ())),
+        operator=proposal.user_attrs.get("operator") or "sample",
+    )
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=fixed.params,
+            distributions=fixed.distributions,
+            values=values,
+            user_attrs={**origin.user_attrs(), "spec": spec.to_json()},
+            system_attrs=study.get_trials(deepcopy=False)[proposal.number].system_attrs,
+        )
+    )
+
+
+def table_evaluator(table: ReplayTable) -> Evaluate:
+    """Answers a proposal with the recorded evaluation of its nearest table design not yet
+    evaluated."""
+    designs = table.by_hash()
+    pool = tuple(d.spec for d in table.designs)
+
+    def evaluate(spec: AgentSpec, history: History) -> Evaluated | None:
+        nearest = snap([spec], dataclasses.replace(history, pool=pool))
+        if not nearest:
+            return None
+        design = designs[nearest[0].spec_hash]
+        return Evaluated(spec=design.spec, scores=design.scores, tokens=design.tokens)
+
+    return evaluate
 
 
 def replay_search(
@@ -85,30 +200,23 @@ def replay_search(
     n_evaluations: int,
     objective: str = "score",
 ) -> ReplayResult:
-    """Runs `strategy` for `n_evaluations` (at most the table's size) in an in-memory study."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = table.space()
-    chosen = make_strategy(strategy, space=space, seed=seed, objective=objective)
-    study = optuna.create_study(sampler=chosen.sampler(), directions=chosen.directions())
-    designs = table.by_hash()
-    pool = tuple(d.spec for d in table.designs)
-    evaluated: list[ReplayDesign] = []
-    for _ in range(min(n_evaluations, len(designs))):
-        history = history_from_study(study, description=table.description, pool=pool)
-        trial = ask_trial(study, chosen, history)
-        nearest = snap([space.suggest(trial)], history)[0]
-        design = designs[nearest.spec_hash]
-        trial.set_user_attr("spec", nearest.to_json())
-        per_task = design.tokens / len(design.scores)
-        study.tell(trial, [design.mean] if objective == "score" else [design.mean, per_task])
-        evaluated.append(design)
+    """Runs `strategy` for `n_evaluations` (at most the table's size) against `table`."""
+    chosen = make_strategy(strategy, space=table.space(), seed=seed, objective=objective)
+    evaluated = drive(
+        chosen,
+        table_evaluator(table),
+        description=table.description,
+        stop=lambda done: len(done) >= n_evaluations,
+    )
     return ReplayResult.of(strategy, seed, evaluated)
 
 
 def shuffled_replay(table: ReplayTable, *, seed: int, n_evaluations: int) -> ReplayResult:
     """The table's designs in a seeded random order: uniform sampling without replacement."""
     order = np.random.default_rng(seed).permutation(len(table.designs))[:n_evaluations]
-    return ReplayResult.of("shuffled", seed, [table.designs[i] for i in order])
+    designs = [table.designs[i] for i in order]
+    evaluated = [Evaluated(spec=d.spec, scores=d.scores, tokens=d.tokens) for d in designs]
+    return ReplayResult.of("shuffled", seed, evaluated)
 
 
 def held_out_accuracy(table: ReplayTable, *, n_labelled: int, seed: int) -> ValueReport:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,9 @@ import optuna
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo, SpecError
 
 __all__ = ["PROMPTS_ATTR", "SPACE_PRESETS", "SearchSpace", "prompt_params", "space_from_option"]
+
+# Values a numeric parameter takes on the coarse grid (see SearchSpace).
+_GRID_POINTS = 5
 
 # The trial user attribute holding a design's rewritten prompts (see `prompt_params`).
 PROMPTS_ATTR = "prompts"
@@ -27,11 +31,16 @@ class SearchSpace:
     is suggested under its nested name (`workflow__n_samples`), so the space is conditional and
     TPE with `group=True` models each branch on its own. `limits` narrows a parameter's range
     (`{"workflow__n_samples": (2, 5)}`), `choices` narrows a slot's components.
+
+    With `grid`, a numeric parameter takes at most five evenly spaced values from its low end:
+    designs that differ by 137 versus 140 tokens only make noise, and would spend the budget on
+    the same design twice.
     """
 
     model: str
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    grid: bool = False
 
     def __post_init__(self) -> None:
         for slot, names in self.choices.items():
@@ -89,10 +98,27 @@ class SearchSpace:
         if info.kind == "choice":
             assert info.choices is not None
             return trial.suggest_categorical(key, list(info.choices))
+        if (step := self.grid_step(slot, info)) is not None:
+            low, high = self._range(slot, info)
+            top = round(low + step * math.floor((high - low) / step + 1e-9), 6)  # last value
+            if info.kind == "int":
+                return trial.suggest_int(key, int(low), int(top), step=int(step))
+            return trial.suggest_float(key, float(low), float(top), step=step)
         low, high = self._range(slot, info)
         if info.kind == "int":
             return trial.suggest_int(key, int(low), int(high), log=info.log)
         return trial.suggest_float(key, float(low), float(high), log=info.log)
+
+    def grid_step(self, slot: str, info: ParamInfo) -> float | None:
+        """The step of a numeric parameter on the coarse grid (five values from its low end);
+        None without a grid. Steps, not value lists: optuna lets components that share a
+        parameter name (`reasoning__max_tokens`) keep their own ranges only for numeric kinds."""
+        if not self.grid or info.kind not in ("int", "float"):
+            return None
+        low, high = self._range(slot, info)
+        if info.kind == "int":
+            return float(max(1, math.ceil((high - low) / (_GRID_POINTS - 1))))
+        return round((high - low) / (_GRID_POINTS - 1), 6) or None
 
     def trial_params(self, spec: AgentSpec) -> dict[str, Any]:
         """The parameters a trial would hold for `spec`, for `study.enqueue_trial`."""
@@ -131,6 +157,9 @@ class SearchSpace:
             assert info.choices is not None
             return info.choices[int(rng.integers(len(info.choices)))]
         low, high = self._range(slot, info)
+        if (step := self.grid_step(slot, info)) is not None:
+            value = low + step * int(rng.integers(int((high - low) / step + 1e-9) + 1))
+            return round(value) if info.kind == "int" else round(value, 6)
         if info.log:
             value = float(np.exp(rng.uniform(np.log(low), np.log(high))))
         else:
@@ -163,25 +192,27 @@ class SearchSpace:
 
 
 # Named narrowings of the full space. "quick" is the default run's: on 2 CPU cores the embedded
-# 1.5B model decodes about 9 tokens/s, so every extra call (samples, debaters, critics, planners)
-# costs tens of seconds per item; quick keeps single-pass designs over the issue-2 components with
-# capped token limits, the space the README's measured default run searched. `--space full`
-# searches everything.
+# 1.5B model decodes about 10 tokens/s, so every extra call (samples, debaters, critics, planners)
+# costs tens of seconds per item. It keeps the one- and two-call workflows (a single answer, or a
+# program the sandbox runs) over the cheap components, with token caps that let a chain of
+# thought finish (a cut-off answer scores 0 whatever the design): caps are not searched there,
+# since a cap the model does not reach changes nothing. `--space full` searches everything.
 SPACE_PRESETS: dict[str, dict[str, Any]] = {
     "full": {},
     "quick": {
         "choices": {
-            "workflow": ("single",),
+            "workflow": ("single", "program_of_thought"),
             "planning": ("none",),
-            "reasoning": ("direct", "cot"),
+            "reasoning": ("direct", "cot", "scratchpad"),
             "memory": ("none", "few_shot"),
             "tool": ("none", "calculator"),
             "reflection": ("none",),
         },
         "limits": {
-            "reasoning__max_tokens": (64, 320),
+            "workflow__timeout_s": (10, 10),
+            "reasoning__max_tokens": (512, 512),
             "memory__k": (1, 2),
-            "tool__max_uses": (1, 2),
+            "tool__max_uses": (2, 2),
         },
     },
     "tiny": {  # smoke tests on the 135M model: short answers, the fewest calls each design allows

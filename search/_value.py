@@ -9,7 +9,7 @@ so one model learns across benchmarks and a new benchmark starts warm.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -209,11 +209,18 @@ def rank_correlation(predicted: np.ndarray, real: np.ndarray) -> float:
     return float(spearmanr(predicted, real).statistic)
 
 
-def labelled_from_archive(archive: Archive) -> list[Labelled]:
-    """Every complete search-split evaluation in the archive, on every benchmark."""
+def labelled_from_archive(
+    archive: Archive, *, benchmark: str | None = None, unseen: Collection[str] = ()
+) -> list[Labelled]:
+    """Every complete search-split evaluation in the archive, on every benchmark, except those on
+    `benchmark` that scored any of the `unseen` task ids (a run's holdout): another run's search
+    items may be this run's holdout, and a prior fitted on them would leak it into the search."""
     rows = []
     descriptions: dict[str, str] = {}
+    hidden = frozenset(unseen)
     for row in archive.leaderboard(limit=1_000_000):
+        if row.benchmark == benchmark and not hidden.isdisjoint(row.task_ids):
+            continue
         if row.benchmark not in descriptions:
             try:
                 descriptions[row.benchmark] = get_benchmark(row.benchmark).description

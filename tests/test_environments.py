@@ -376,7 +376,7 @@ def test_cli_lists_and_runs_an_interactive_benchmark(
     for name in (*TWX_NAMES, "scienceworld"):
         assert name in listed.stdout
     db = tmp_path / "twx.db"
-    args = ["run", "--name", "twx", "--benchmark", "twx-arithmetic", "--model", "fake/model"]
+    args = ["run", "--name", "twx", "--benchmark", "twx-arithmetic", "--model", "openai/fake"]
     args += ["--max-agents", "1", "--n-search", "2", "--n-holdout", "1", "--storage", str(db)]
     ran = runner.invoke(_cli.app, args, env={"COLUMNS": "300"})
     assert ran.exit_code == 0, ran.output

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agentdesign.components import (
+    DEFAULT_LLM_TIMEOUT_S,
     LiteLLMChatModel,
     LLMCallError,
     ResponseCache,
@@ -107,18 +108,73 @@ def test_transient_errors_are_retried_with_backoff(scripted: Any) -> None:
     assert done.text == "4" and len(fake.requests) == 3
 
 
-def test_retries_run_out_and_permanent_errors_fail_the_call(scripted: Any) -> None:
+def test_provider_failures_are_told_by_their_status(scripted: Any) -> None:
+    """A 502 or an overloaded 529 is the provider's, whatever class litellm gives it."""
+    litellm = import_litellm()
+    fake = scripted(
+        [
+            litellm.BadGatewayError("bad gateway", llm_provider="openai", model="gpt-4o-mini"),
+            litellm.APIError(529, "overloaded", llm_provider="openai", model="gpt-4o-mini"),
+        ]
+    )
+    assert complete(LiteLLMChatModel(backoff_s=0.0)).text == "4" and len(fake.requests) == 3
+
+
+def test_each_call_has_the_client_timeout_and_no_hidden_retries(scripted: Any) -> None:
+    fake = scripted([])
+    complete(LiteLLMChatModel())
+    complete(LiteLLMChatModel(timeout_s=7.5), seed=1)
+    assert [r["timeout"] for r in fake.requests] == [DEFAULT_LLM_TIMEOUT_S, 7.5] == [120.0, 7.5]
+    assert all(r["max_retries"] == 0 for r in fake.requests)  # the OpenAI client's: ours only
+
+
+def test_retries_run_out_as_a_transient_failure(scripted: Any) -> None:
     litellm = import_litellm()
     limit = litellm.RateLimitError("slow down", llm_provider="openai", model="gpt-4o-mini")
     scripted([limit, limit, limit])
-    with pytest.raises(LLMCallError, match="RateLimitError"):
+    with pytest.raises(LLMCallError, match=r"RateLimitError.*tried 3 times") as failed:
         complete(LiteLLMChatModel(max_retries=2, backoff_s=0.01))
-    fake = scripted(
-        [litellm.AuthenticationError("bad key", llm_provider="openai", model="gpt-4o-mini")]
-    )
-    with pytest.raises(LLMCallError, match="bad key"):
+    assert failed.value.transient
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        ("BadRequestError", False),  # the design's request: its failure, scored 0
+        ("ContextWindowExceededError", False),
+        ("AuthenticationError", True),  # the provider refused the key: no score, not retried
+        ("NotFoundError", True),
+    ],
+)
+def test_refused_calls_fail_at_once(scripted: Any, error: str, transient: bool) -> None:
+    exc = getattr(import_litellm(), error)("refused", model="gpt-4o-mini", llm_provider="openai")
+    fake = scripted([exc])
+    with pytest.raises(LLMCallError, match="refused") as failed:
         complete(LiteLLMChatModel(max_retries=5, backoff_s=0.01))
-    assert len(fake.requests) == 1  # never retried
+    assert failed.value.transient is transient and len(fake.requests) == 1
+
+
+def test_an_empty_reply_is_retried_and_never_cached(
+    scripted: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No text and no completion token: the provider sent nothing; a reply whose tokens a stop
+    string cut away (text empty, tokens counted) is the model's answer and is kept."""
+    litellm = import_litellm()
+    empty = litellm.completion(model="gpt-4o-mini", messages=MESSAGES, mock_response="")
+    empty.usage.completion_tokens = 0
+    replies = [empty, empty]
+    real = litellm.completion
+    monkeypatch.setattr(
+        litellm, "completion", lambda **request: replies.pop(0) if replies else real(**request)
+    )
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with pytest.raises(LLMCallError, match="an empty reply") as failed:
+        complete(LiteLLMChatModel(cache=cache, max_retries=1, backoff_s=0.0))
+    assert failed.value.transient and not replies
+    replies.append(litellm.completion(model="gpt-4o-mini", messages=MESSAGES, mock_response=""))
+    cut = complete(LiteLLMChatModel(cache=cache, backoff_s=0.0))
+    assert cut.text == "" and cut.completion_tokens > 0
+    assert complete(LiteLLMChatModel(cache=cache)).cached
 
 
 def test_importing_litellm_reads_the_local_price_list() -> None:

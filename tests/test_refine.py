@@ -189,3 +189,27 @@ def test_the_embedded_model_refines_a_prompt() -> None:
     if result is not None:
         changed = prompt_params(result.spec, changed_only=True)
         assert list(changed) == [result.param]
+
+
+@pytest.mark.parametrize(
+    "leak",
+    [
+        " For example, 2 + 3 gives 5.",  # a shown gold answer
+        " Think of tasks like: a robe takes 2 bolts of blue fiber and half that much.",  # a question
+    ],
+)
+def test_a_rewrite_that_carries_a_shown_task_is_rejected(leak: str) -> None:
+    shown = [
+        Failure(
+            question="A robe takes 2 bolts of blue fiber and half that much white fiber.",
+            output="Answer: 2",
+            expected="3",
+        ),
+        Failure(question="What is 2 + 3 when you add them up?", output="Answer: 6", expected="5"),
+    ]
+
+    def leaks(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        return _shown_prompt(messages) + leak
+
+    assert refiner(leaks, shown).refine(SPEC, shown, np.random.default_rng(0)) is None
+    assert refiner(adds_a_hint, shown).refine(SPEC, shown, np.random.default_rng(0)) is not None

@@ -62,8 +62,10 @@ def test_a_run_evaluates_its_budget_and_confirms_the_winner_on_holdout(archive: 
     assert len(board) == 4
     assert [row.mean for row in board] == sorted((row.mean for row in board), reverse=True)
     assert all(row.n_tasks == 5 for row in board)
-    # the top 3, chosen on the search split, are scored on the 3 unseen holdout items
-    assert [e.agent_hash for e in summary.holdout] == [row.agent_hash for row in board[:3]]
+    # the winner, chosen on the search split, then the baselines, on the 3 unseen holdout items
+    assert summary.holdout[0].agent_hash == board[0].agent_hash == archive.get_run("r1").winner_hash
+    roles = archive.run_roles("r1")
+    assert [roles[e.id] for e in summary.holdout[1:]] == ["baseline"] * (len(summary.holdout) - 1)
     assert all(e.n_done == 3 and e.split == "holdout" for e in summary.holdout)
     first = archive.task_results(board[0].evaluation_id)
     trace = next(iter(first.values())).details["trace"]

@@ -1,64 +1,40 @@
-"""Bootstrap intervals and paired comparisons: correct percentiles, degenerate cases, signs."""
+"""Intervals, paired comparisons and selection overfitting: known values, edges, signs, errors.
+
+bench/honesty.py measures the intervals' coverage by simulation.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from agentdesign.evaluators._stats import (
-    PairedComparison,
+    BOOTSTRAP,
+    EXACT,
+    PAIRED_BOOTSTRAP,
+    PAIRED_EXACT,
+    OverfitReport,
     ScoreSummary,
-    bootstrap_ci,
+    backtest_overfitting,
+    debiased_winner_score,
     paired_difference,
+    score_interval,
+    selection_overfit,
     summarize,
+    winner_optimism,
 )
 
 # 60 of 100 tasks solved, in a fixed scattered order.
 SCORES = [float(i % 5 < 3) for i in range(100)]
 
 
-def test_interval_contains_the_mean() -> None:
-    low, high = bootstrap_ci(SCORES)
+def test_interval_contains_the_mean_and_shrinks_with_more_tasks() -> None:
+    low, high, _ = score_interval(SCORES)
     assert low < 0.6 < high
-
-
-def test_interval_is_the_2_5_and_97_5_percentiles() -> None:
-    low, high = bootstrap_ci(SCORES, n_resamples=500, seed=7)
-    values = np.asarray(SCORES)
-    rng = np.random.default_rng(7)
-    means = values[rng.integers(0, values.size, size=(500, values.size))].mean(axis=1)
-    assert (low, high) == (np.percentile(means, 2.5), np.percentile(means, 97.5))
-    # ADAS passed 0.025 to np.percentile: a lower bound at the bottom of the distribution.
-    assert low > np.percentile(means, 0.025)
-    assert low == pytest.approx(0.5, abs=0.03)
-    assert high == pytest.approx(0.7, abs=0.03)
-
-
-def test_confidence_sets_the_percentiles() -> None:
-    low, high = bootstrap_ci(SCORES, confidence=0.8, n_resamples=500, seed=7)
-    rng = np.random.default_rng(7)
-    values = np.asarray(SCORES)
-    means = values[rng.integers(0, values.size, size=(500, values.size))].mean(axis=1)
-    assert (low, high) == (np.percentile(means, 10), np.percentile(means, 90))
-    wide_low, wide_high = bootstrap_ci(SCORES, confidence=0.99, n_resamples=500, seed=7)
-    assert wide_low < low and high < wide_high
-
-
-def test_interval_shrinks_with_more_tasks() -> None:
-    small_low, small_high = bootstrap_ci(SCORES[:20])
-    large_low, large_high = bootstrap_ci(SCORES * 10)
+    small_low, small_high, _ = score_interval(SCORES[:20])
+    large_low, large_high, _ = score_interval(SCORES * 10)
     assert large_high - large_low < (small_high - small_low) / 2
-
-
-def test_interval_is_reproducible_from_its_seed() -> None:
-    assert bootstrap_ci(SCORES, seed=3) == bootstrap_ci(SCORES, seed=3)
-    assert bootstrap_ci(SCORES, seed=3) != bootstrap_ci(SCORES, seed=4)
-
-
-@pytest.mark.parametrize("scores", [[0.7], [1.0] * 30, [0.0, 0.0], [0.1] * 7])
-def test_degenerate_intervals(scores: list[float]) -> None:
-    low, high = bootstrap_ci(scores)
-    assert low == high == pytest.approx(scores[0])
 
 
 @pytest.mark.parametrize(
@@ -73,14 +49,83 @@ def test_degenerate_intervals(scores: list[float]) -> None:
 )
 def test_bad_inputs(scores: list[float], options: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        bootstrap_ci(scores, **options)  # type: ignore[arg-type]
+        score_interval(scores, **options)  # type: ignore[arg-type]
 
 
-def test_summarize() -> None:
+def test_binary_scores_get_the_clopper_pearson_interval() -> None:
     summary = summarize(SCORES)
-    assert summary == ScoreSummary(0.6, *bootstrap_ci(SCORES), n=100)
+    exact = stats.binomtest(60, 100).proportion_ci(method="exact")
+    assert summary == ScoreSummary(0.6, exact.low, exact.high, n=100, method=EXACT)
+    assert summary.method == "Clopper-Pearson"
     with pytest.raises(ValueError):
         summarize([])
+
+
+def test_no_solved_item_in_ten_is_not_a_certain_zero() -> None:
+    # The percentile bootstrap said [0, 0]; the exact interval is [0, 0.31].
+    summary = summarize([0.0] * 10)
+    assert (summary.mean, summary.ci_low) == (0.0, 0.0)
+    assert summary.ci_high == pytest.approx(1 - 0.025**0.1)
+    assert summary.ci_high == pytest.approx(0.3085, abs=1e-4)
+
+
+def test_ten_of_ten_is_never_a_certain_one() -> None:
+    summary = summarize([1.0] * 10)
+    assert summary.ci_low == pytest.approx(0.025**0.1)
+    assert summary.ci_low == pytest.approx(0.6915, abs=1e-4)
+    assert summary.ci_high == 1.0
+
+
+def test_score_interval_is_summarize_s_interval() -> None:
+    scores = [0.2, 0.9, 0.55, 0.4, 1.0, 0.0, 0.75]
+    summary = summarize(scores, seed=3)
+    assert score_interval(scores, seed=3) == (summary.ci_low, summary.ci_high, BOOTSTRAP)
+    assert score_interval([1.0, 0.0, 1.0])[2] == EXACT
+
+
+@pytest.mark.parametrize("value", [0.7, 0.3, 0.5])
+def test_equal_continuous_scores_get_the_edge_floor(value: float) -> None:
+    # No spread to resample: the interval lets a Clopper-Pearson share of unseen scores lie at
+    # either bound, which for n=10 is 0.31 of the way to each.
+    summary = summarize([value] * 10)
+    share = 1 - 0.025**0.1
+    assert summary.method == BOOTSTRAP
+    assert summary.ci_low == pytest.approx(value - share * value)
+    assert summary.ci_high == pytest.approx(value + share * (1 - value))
+
+
+def test_continuous_interval_is_at_least_bca_and_t() -> None:
+    rng = np.random.default_rng(5)
+    scores = rng.beta(2, 3, size=40)
+    summary = summarize(scores.tolist(), n_resamples=999, seed=11)
+    bca = stats.bootstrap(
+        (scores,), np.mean, n_resamples=999, method="BCa", rng=np.random.default_rng(11)
+    ).confidence_interval
+    t = stats.t.interval(0.95, 39, loc=scores.mean(), scale=stats.sem(scores))
+    assert summary.ci_low == pytest.approx(min(bca.low, t[0]))
+    assert summary.ci_high == pytest.approx(max(bca.high, t[1]))
+    assert summary.mean == pytest.approx(scores.mean())
+
+
+def test_continuous_interval_stays_in_the_score_range() -> None:
+    summary = summarize([0.95, 1.0, 0.9, 1.0])
+    assert 0.0 <= summary.ci_low < summary.mean < summary.ci_high <= 1.0
+    # Scores outside [0, 1] widen the range instead of being clipped into it.
+    wide = summarize([3.0, 5.0, 4.0, 4.5])
+    assert wide.ci_low < 4.125 < wide.ci_high <= 5.0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"confidence": 1.0}, "confidence"),
+        ({"n_resamples": 0}, "n_resamples"),
+    ],
+)
+def test_summarize_checks_its_options(options: dict[str, float], message: str) -> None:
+    for scores in ([1.0, 0.0], [0.5, 0.25]):
+        with pytest.raises(ValueError, match=message):
+            summarize(scores, **options)  # type: ignore[arg-type]
 
 
 def test_paired_difference_sign_and_counts() -> None:
@@ -90,22 +135,46 @@ def test_paired_difference_sign_and_counts() -> None:
     assert (better.wins, better.losses, better.ties, better.n) == (40, 10, 30, 80)
     assert better.mean_diff == pytest.approx(0.3125)
     assert 0 < better.ci_low < better.mean_diff < better.ci_high
-    diffs = [x - y for x, y in zip(a, b, strict=True)]
-    assert (better.ci_low, better.ci_high) == bootstrap_ci(diffs)
+    assert better.method == PAIRED_BOOTSTRAP
     assert better.p_value < 0.01
 
     worse = paired_difference(b, a)
     assert (worse.wins, worse.losses, worse.ties) == (10, 40, 30)
     assert worse.mean_diff == pytest.approx(-0.3125)
     assert worse.ci_high < 0
-    assert worse.p_value == better.p_value
+    assert worse.p_value == pytest.approx(better.p_value)
+
+
+def test_mcnemar_p_value_of_eight_discordant_pairs_one_way() -> None:
+    result = paired_difference([1.0] * 8 + [0.0, 1.0], [0.0] * 8 + [0.0, 1.0])
+    assert (result.wins, result.losses, result.ties) == (8, 0, 2)
+    assert result.p_value == pytest.approx(2 * 0.5**8)
+    assert result.method == PAIRED_EXACT == "exact McNemar; Tango score interval"
+    assert 0 < result.ci_low < 0.8 < result.ci_high <= 1.0
+
+
+def test_tango_interval_matches_the_published_example() -> None:
+    # Cavo et al. (2012) in Fagerland, Lydersen and Laake, "Statistical Analysis of Contingency
+    # Tables" (2017), ch. 8: 59 both, 6 first only, 16 second only, 80 neither.
+    first = [1.0] * 65 + [0.0] * 96
+    second = [1.0] * 59 + [0.0] * 6 + [1.0] * 16 + [0.0] * 80
+    result = paired_difference(first, second)
+    assert result.mean_diff == pytest.approx(-10 / 161)
+    assert result.ci_low == pytest.approx(-0.1240, abs=5e-5)
+    assert result.ci_high == pytest.approx(-0.0054, abs=5e-5)
+    assert result.p_value == pytest.approx(stats.binomtest(6, 22).pvalue)
 
 
 def test_paired_difference_of_equal_agents() -> None:
     same = paired_difference(SCORES, SCORES)
-    assert same == PairedComparison(
-        mean_diff=0.0, ci_low=0.0, ci_high=0.0, n=100, wins=0, losses=0, ties=100, p_value=1.0
-    )
+    assert (same.mean_diff, same.n, same.wins, same.losses, same.ties) == (0.0, 100, 0, 0, 100)
+    assert same.p_value == 1.0
+    # No discordant pair in 100 is not proof of no difference.
+    assert same.ci_low == pytest.approx(-same.ci_high)
+    assert 0.01 < same.ci_high < 0.06
+    continuous = paired_difference([0.5] * 10, [0.5] * 10)
+    assert continuous.p_value == 1.0
+    assert continuous.ci_low < 0 < continuous.ci_high
 
 
 def test_paired_difference_of_a_noisy_gap_is_not_significant() -> None:
@@ -119,3 +188,83 @@ def test_paired_difference_of_a_noisy_gap_is_not_significant() -> None:
 def test_paired_difference_needs_equal_lengths() -> None:
     with pytest.raises(ValueError, match="equal lengths, got 2 and 3"):
         paired_difference([1.0, 0.0], [1.0, 0.0, 1.0])
+
+
+def _noise(designs: int, items: int, seed: int) -> np.ndarray:
+    return (np.random.default_rng(seed).random((designs, items)) < 0.5).astype(float)
+
+
+def test_pbo_is_high_on_noise_and_zero_on_a_planted_winner() -> None:
+    # One noise matrix's PBO is itself noisy; averaged over matrices it is about 0.5.
+    noise = [backtest_overfitting(_noise(20, 40, seed), seed=seed) for seed in range(40)]
+    assert 0.4 < float(np.mean(noise)) < 0.6
+    planted = _noise(20, 40, 0)
+    planted[7] = 1.0
+    planted[7, ::8] = 0.0
+    assert backtest_overfitting(planted) < 0.05
+
+
+def test_pbo_by_hand() -> None:
+    # 4 items in 4 blocks: 6 in-sample pairs. Design 0 solves items 0 and 1, the others nothing.
+    # In-sample {0, 1}: design 0 wins, ties the others out of sample, at the median: overfit.
+    # In-sample {2, 3}: all three tie and share the choice; out of sample design 0 is best and
+    # the other two below the median: 2/3 overfit. The 4 mixed pairs: design 0 wins, and is best
+    # out of sample. PBO = (1 + 2/3) / 6, whatever the shuffle.
+    matrix = np.zeros((3, 4))
+    matrix[0, :2] = 1.0
+    for seed in range(3):
+        assert backtest_overfitting(matrix, n_blocks=4, seed=seed) == pytest.approx(5 / 18)
+
+
+def test_pbo_blocks_shrink_to_the_items() -> None:
+    matrix = _noise(5, 3, 0)
+    assert 0.0 <= backtest_overfitting(matrix) <= 1.0
+    assert backtest_overfitting(matrix, seed=4) == backtest_overfitting(matrix, seed=4)
+
+
+def test_optimism_is_positive_on_noise_and_zero_for_a_dominant_design() -> None:
+    noise = _noise(30, 20, 1)
+    assert winner_optimism(noise) > 0.1
+    dominant = np.zeros((5, 20))
+    dominant[2] = 1.0
+    assert winner_optimism(dominant) == 0.0
+    assert debiased_winner_score(dominant) == 1.0
+    assert debiased_winner_score(noise) == pytest.approx(
+        noise.mean(axis=1).max() - winner_optimism(noise)
+    )
+
+
+def test_optimism_is_the_scaled_split_half_gap() -> None:
+    # Two designs, two items, each winning one: every split's winner gains 1 on A over B.
+    matrix = np.array([[1.0, 0.0], [0.0, 1.0]])
+    assert winner_optimism(matrix, n_splits=10) == pytest.approx(np.sqrt(0.5))
+
+
+def test_selection_overfit_reports_both() -> None:
+    noise = _noise(10, 16, 2)
+    report = selection_overfit(noise, n_blocks=4, n_splits=50, seed=3)
+    assert report == OverfitReport(
+        pbo=backtest_overfitting(noise, n_blocks=4, seed=3),
+        optimism=winner_optimism(noise, n_splits=50, seed=3),
+        n_designs=10,
+        n_items=16,
+    )
+
+
+@pytest.mark.parametrize(
+    ("matrix", "options", "message"),
+    [
+        (np.ones((1, 10)), {}, "at least 2 designs and 2 items"),
+        (np.ones((5, 1)), {}, "at least 2 designs and 2 items"),
+        (np.ones(10), {}, "at least 2 designs and 2 items"),
+        (np.array([[0.5, np.nan], [0.5, 1.0]]), {}, "finite"),
+        (np.ones((3, 10)), {"n_blocks": 3}, "even"),
+        (np.ones((3, 10)), {"n_blocks": 0}, "even"),
+        (np.ones((3, 10)), {"n_splits": 0}, "n_splits"),
+    ],
+)
+def test_selection_overfit_checks_its_input(
+    matrix: np.ndarray, options: dict[str, int], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        selection_overfit(matrix, **options)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -41,7 +42,9 @@ from agentdesign.search import (
     split_half_reliability,
 )
 from agentdesign.search._loop import study_name
+from agentdesign.search._mcts import MctsStrategy
 from agentdesign.search._space import SPACE_PRESETS
+from agentdesign.search._strategies import OptunaStrategy
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 QUICK = SPACE_PRESETS["quick"]
@@ -276,6 +279,68 @@ def test_replay_answers_from_the_table_and_never_repeats(table: ReplayTable, str
     assert set(result.hashes) <= set(table.by_hash())
     assert result.best_after(12) >= result.best_after(5)
     assert result.tokens_after(12) == sum(table.by_hash()[h].tokens for h in result.hashes)
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [
+        lambda: optuna.samplers.TPESampler(seed=0, n_startup_trials=4),
+        lambda: optuna.samplers.NSGAIISampler(seed=0, population_size=4),
+    ],
+    ids=["tpe", "nsga2"],
+)
+def test_a_replayed_sampler_learns_from_the_design_evaluated_and_its_own_score(
+    table: ReplayTable,
+    monkeypatch: pytest.MonkeyPatch,
+    sampler: Callable[[], optuna.samplers.BaseSampler],
+) -> None:
+    learnt: list[optuna.trial.FrozenTrial] = []
+    watched = sampler()
+    before_trial = watched.before_trial
+
+    def watching(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        learnt.extend(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+        before_trial(study, trial)
+
+    watched.before_trial = watching  # type: ignore[method-assign]
+
+    def make(name: str, **kwargs: Any) -> OptunaStrategy:
+        return OptunaStrategy(sampler=lambda seed: watched, **kwargs)
+
+    monkeypatch.setattr("agentdesign.search._replay.make_strategy", make)
+    result = replay_search(table, "watched", seed=0, n_evaluations=16)
+    designs, space = table.by_hash(), table.space()
+    assert len(set(result.hashes)) == 16 and learnt
+    for trial in learnt:
+        spec = AgentSpec.from_json(trial.user_attrs["spec"])
+        assert trial.params == space.trial_params(spec)  # the evaluated design, not the proposal
+        assert trial.values == [designs[spec.spec_hash].mean]
+    if isinstance(watched, optuna.samplers.NSGAIISampler):  # generations still advance
+        key = watched._get_generation_key()
+        assert max(t.system_attrs.get(key, 0) for t in learnt) >= 2
+
+
+def test_a_replayed_guided_strategy_screens_before_its_choice_is_mapped(
+    table: ReplayTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    screened: list[AgentSpec] = []
+
+    class Watching(MctsStrategy):
+        def predict(
+            self, specs: list[AgentSpec], history: History, weight: float
+        ) -> tuple[np.ndarray, np.ndarray]:
+            screened.extend(specs)
+            return super().predict(specs, history, weight)
+
+    monkeypatch.setattr(
+        "agentdesign.search._replay.make_strategy",
+        lambda name, **kwargs: Watching(n_initial=4, **kwargs),
+    )
+    result = replay_search(table, "mcts", seed=0, n_evaluations=10)
+    recorded = set(table.by_hash())
+    assert set(result.hashes) <= recorded and len(set(result.hashes)) == 10
+    # as in a live run, candidates are designs of the whole space, not only the table's
+    assert sum(s.spec_hash not in recorded for s in screened) > len(screened) // 2
 
 
 def test_a_shuffled_replay_takes_the_table_in_a_seeded_random_order(table: ReplayTable) -> None:

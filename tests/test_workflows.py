@@ -22,6 +22,7 @@ from agentdesign.components import (
 )
 from agentdesign.components._functional import find_python
 from agentdesign.components._runtime import BM25, Message
+from agentdesign.components._sandbox import sandbox_isolation
 
 MODEL = "fake/model"
 Reply = Callable[[str, str, int | None], str]  # (system, last message, seed) -> text
@@ -223,6 +224,8 @@ def test_program_of_thought_prints_the_answer_and_retries_a_failing_program() ->
         ("tool", "python"),
     ]
     assert result.trace[1].error and "ZeroDivisionError" in result.trace[1].error
+    # each program's record says what confined it; the archive keeps it in the task's trace
+    assert [r.isolation for r in result.trace] == [None, sandbox_isolation()] * 2
 
 
 def test_a_program_that_never_prints_is_an_empty_output() -> None:

@@ -1,0 +1,236 @@
+"""Whether agentdesign's verdicts are honest, by simulation with known true rates.
+
+    .venv/bin/python bench/honesty.py [--draws 2000] [--seed 0]
+
+Prints markdown tables, each over n = 10, 20, 50, 200 items and `--draws` simulated data sets per
+cell:
+1. coverage of the 95% interval of `summarize` for 0/1 scores at true rates 0.05-0.95 (the
+   simulated minimum must be 0.93 or more; the exact minimum, from the binomial distribution, is
+   shown beside it);
+2. the same for continuous scores drawn from Beta distributions with those means, U-shaped (2a)
+   and concentrated (2b), where the edge floor makes small-n intervals conservative;
+3. the winner's curse: among 30 designs, the observed mean of the best one minus its true rate,
+   before and after subtracting `winner_optimism`;
+4. the probability of backtest overfitting on pure noise (expect about 0.5) and with one design
+   planted clearly better (expect near 0);
+5. coverage of the 95% interval of `paired_difference` for 0/1 outcomes of two correlated designs.
+The 0/1 cells call the public functions once per distinct outcome (the interval depends only on
+the counts); the continuous cells call the same batched code as `summarize`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+from _common import markdown_table
+from scipy import stats
+from threadpoolctl import threadpool_limits
+
+from agentdesign.evaluators import (
+    backtest_overfitting,
+    paired_difference,
+    summarize,
+    winner_optimism,
+)
+from agentdesign.evaluators._stats import _mean_intervals
+
+NS = (10, 20, 50, 200)
+RATES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+CONFIDENCE = 0.95
+DESIGNS = 30
+# Two designs' true rates and the correlation of their outcomes on an item.
+PAIRS = (
+    (0.5, 0.5, 0.5),
+    (0.5, 0.5, 0.9),
+    (0.6, 0.4, 0.5),
+    (0.7, 0.5, 0.6),
+    (0.55, 0.45, 0.8),
+    (0.9, 0.7, 0.5),
+    (0.3, 0.1, 0.3),
+)
+# Continuous data sets held at once, bounding memory at n=200 (see _mean_intervals' batching).
+CHUNK = 250
+
+Rng = np.random.Generator
+
+
+def binary_coverage(rng: Rng, draws: int) -> list[dict[str, str]]:
+    """Share of intervals containing the true rate, simulated and exact, per n and rate."""
+    rows = []
+    for n in NS:
+        intervals = [summarize([1.0] * k + [0.0] * (n - k)) for k in range(n + 1)]
+        low = np.array([s.ci_low for s in intervals])
+        high = np.array([s.ci_high for s in intervals])
+        simulated, exact = [], []
+        for rate in RATES:
+            covers = (low <= rate) & (rate <= high)
+            simulated.append(float(covers[rng.binomial(n, rate, size=draws)].mean()))
+            exact.append(float(stats.binom.pmf(np.arange(n + 1), n, rate)[covers].sum()))
+        rows.append(_coverage_row(n, simulated) | {"exact min": f"{min(exact):.3f}"})
+    return rows
+
+
+def continuous_coverage(rng: Rng, draws: int, concentration: float) -> list[dict[str, str]]:
+    """Coverage for scores ~ Beta(c * rate, c * (1 - rate)), whose mean is the rate."""
+    rows = []
+    for n in NS:
+        covered = []
+        for rate in RATES:
+            hits = 0
+            for start in range(0, draws, CHUNK):
+                scores = rng.beta(
+                    concentration * rate,
+                    concentration * (1 - rate),
+                    size=(min(CHUNK, draws - start), n),
+                )
+                low, high = _mean_intervals(
+                    scores, bounds=(0.0, 1.0), confidence=CONFIDENCE, n_resamples=2000, seed=start
+                )
+                hits += int(np.count_nonzero((low <= rate) & (rate <= high)))
+            covered.append(hits / draws)
+        rows.append(_coverage_row(n, covered))
+    return rows
+
+
+def winners_curse(rng: Rng, draws: int) -> list[dict[str, str]]:
+    """Mean (observed winner score - its true rate), before and after subtracting the optimism."""
+    scenarios: dict[str, npt.NDArray[np.float64]] = {
+        "all 0.5": np.full(DESIGNS, 0.5),
+        "0.35-0.65": np.linspace(0.35, 0.65, DESIGNS),
+        "one 0.8, rest 0.5": np.r_[0.8, np.full(DESIGNS - 1, 0.5)],
+    }
+    rows = []
+    for n in NS:
+        row = {"n": str(n)}
+        for name, rates in scenarios.items():
+            before, after = [], []
+            for draw in range(draws):
+                matrix = (rng.random((DESIGNS, n)) < rates[:, np.newaxis]).astype(np.float64)
+                means = matrix.mean(axis=1)
+                # Tied winners: the expectation of a random pick among them.
+                gap = float(means.max() - rates[np.isclose(means, means.max())].mean())
+                before.append(gap)
+                after.append(gap - winner_optimism(matrix, seed=draw))
+            row[f"{name}: before"] = f"{np.mean(before):+.3f}"
+            row[f"{name}: after"] = f"{np.mean(after):+.3f}"
+        rows.append(row)
+    return rows
+
+
+def overfitting(rng: Rng, draws: int) -> list[dict[str, str]]:
+    """Mean PBO of picking the best of 30 designs, on noise and with a planted better design."""
+    scenarios = {
+        "noise (all 0.5)": np.full(DESIGNS, 0.5),
+        "planted (one 0.8, rest 0.5)": np.r_[0.8, np.full(DESIGNS - 1, 0.5)],
+    }
+    rows = []
+    for n in NS:
+        row = {"n": str(n)}
+        for name, rates in scenarios.items():
+            pbo = [
+                backtest_overfitting(
+                    (rng.random((DESIGNS, n)) < rates[:, np.newaxis]).astype(np.float64),
+                    seed=draw,
+                )
+                for draw in range(draws)
+            ]
+            row[f"{name}: mean PBO"] = f"{np.mean(pbo):.3f}"
+        rows.append(row)
+    return rows
+
+
+def paired_coverage(rng: Rng, draws: int) -> list[dict[str, str]]:
+    """Coverage of the paired-difference interval for two correlated 0/1 designs."""
+    rows = []
+    for n in NS:
+        row = {"n": str(n)}
+        covered = []
+        for rate_a, rate_b, rho in PAIRS:
+            both = rate_a * rate_b + rho * np.sqrt(rate_a * (1 - rate_a) * rate_b * (1 - rate_b))
+            cells = [both, rate_a - both, rate_b - both, 1 - rate_a - rate_b + both]
+            # Columns 1 and 2: items only a solved (wins), only b solved (losses).
+            outcomes, which = np.unique(
+                rng.multinomial(n, cells, size=draws)[:, 1:3], axis=0, return_inverse=True
+            )
+            bounds = np.array([_paired_interval(n, int(won), int(lost)) for won, lost in outcomes])
+            low, high = bounds[which.ravel(), 0], bounds[which.ravel(), 1]
+            truth = rate_a - rate_b
+            covered.append(float(np.mean((low <= truth + 1e-9) & (truth - 1e-9 <= high))))
+            row[f"{rate_a} vs {rate_b}, r={rho}"] = f"{covered[-1]:.3f}"
+        row["min"] = f"{min(covered):.3f}"
+        rows.append(row)
+    return rows
+
+
+def _paired_interval(n: int, wins: int, losses: int) -> tuple[float, float]:
+    a = [1.0] * wins + [0.0] * (n - wins)
+    b = [0.0] * wins + [1.0] * losses + [0.0] * (n - wins - losses)
+    result = paired_difference(a, b)
+    return result.ci_low, result.ci_high
+
+
+def _coverage_row(n: int, covered: list[float]) -> dict[str, str]:
+    return (
+        {"n": str(n)}
+        | {f"{rate}": f"{c:.3f}" for rate, c in zip(RATES, covered, strict=True)}
+        | {"min": f"{min(covered):.3f}"}
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=2000, help="data sets per cell")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(f"$ .venv/bin/python bench/honesty.py --draws {args.draws} --seed {args.seed}\n")
+    started = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    sections: list[tuple[str, Callable[[], list[dict[str, str]]]]] = [
+        (
+            "1. Coverage of summarize's 95% interval, 0/1 scores (Clopper-Pearson), by true rate",
+            lambda: binary_coverage(rng, args.draws),
+        ),
+        (
+            "2a. Coverage, continuous scores ~ Beta(2r, 2(1-r)) (U-shaped), by true mean r",
+            lambda: continuous_coverage(rng, args.draws, 2.0),
+        ),
+        (
+            "2b. Coverage, continuous scores ~ Beta(10r, 10(1-r)), by true mean r",
+            lambda: continuous_coverage(rng, args.draws, 10.0),
+        ),
+        (
+            f"3. Winner's curse among {DESIGNS} designs: mean (winner's observed score - its true"
+            " rate), before and after subtracting winner_optimism",
+            lambda: winners_curse(rng, args.draws),
+        ),
+        (
+            f"4. Probability of backtest overfitting, best of {DESIGNS} designs (8 blocks)",
+            lambda: overfitting(rng, args.draws),
+        ),
+        (
+            "5. Coverage of paired_difference's 95% interval (exact McNemar; Tango), two "
+            "correlated 0/1 designs, by true rates and correlation",
+            lambda: paired_coverage(rng, args.draws),
+        ),
+    ]
+    for title, section in sections:
+        section_started = time.perf_counter()
+        # Tens of thousands of tiny matrix products: BLAS threads only contend for the cores.
+        with threadpool_limits(limits=1):
+            rows = section()
+        print(
+            f"{title} ({args.draws} draws per cell, {time.perf_counter() - section_started:.0f} s)"
+        )
+        print(markdown_table(rows, right=[key for key in rows[0] if key != "n"]))
+        if "min" in rows[0]:
+            print(f"minimum coverage: {min(float(row['min']) for row in rows):.3f}")
+        print()
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""A run's verdict: its pre-registered winner against hand-designed baselines on unseen items,
+and how much the selection on the search items overfit.
+
+Users ask first whether the found agent beats plain chain of thought or self-consistency at the
+same cost, so that comparison is the headline, always paired on the same holdout items. The search
+score of the winner is biased upward by the selection itself (the winner's curse); the overfit
+figures say by how much, from the designs x search-items score matrix the archive already holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentdesign.archive import Archive, EvaluationRecord, RunRecord
+from agentdesign.components import AgentDesignError, AgentSpec
+from agentdesign.evaluators import (
+    OverfitReport,
+    PairedComparison,
+    paired_difference,
+    selection_overfit,
+)
+
+__all__ = [
+    "BASELINES",
+    "BaselineVerdict",
+    "RunVerdict",
+    "cot_baseline",
+    "cot_sc_baseline",
+    "run_verdict",
+]
+
+# The built-in baselines a run scores beside its winner unless told otherwise.
+BASELINES = ("cot", "cot-sc")
+_SC_SAMPLES = (2, 9)  # the self_consistency workflow's range of n_samples
+
+
+def cot_baseline(model: str, *, interactive: bool = False) -> AgentSpec:
+    """One chain-of-thought call; in an environment, ReAct with chain of thought."""
+    return AgentSpec.create(model=model, workflow="react" if interactive else "single")
+
+
+def cot_sc_baseline(model: str, *, winner_tokens: float, cot_tokens: float) -> AgentSpec:
+    """Self-consistency over chain-of-thought samples, as many as the winner's tokens per item buy
+    at the CoT baseline's tokens per item (at least 2, at most 9), so that it costs about what
+    the winner costs."""
+    if cot_tokens <= 0:
+        raise AgentDesignError("the cot-sc baseline needs the CoT baseline's tokens per item")
+    low, high = _SC_SAMPLES
+    samples = int(min(max(round(winner_tokens / cot_tokens), low), high))
+    return AgentSpec.create(
+        model=model, workflow={"name": "self_consistency", "params": {"n_samples": samples}}
+    )
+
+
+@dataclass(frozen=True)
+class BaselineVerdict:
+    """The winner minus one baseline on the same holdout items (positive: the winner is better)."""
+
+    label: str
+    baseline_hash: str
+    comparison: PairedComparison
+    winner_tokens: float
+    baseline_tokens: float
+
+    @property
+    def token_ratio(self) -> float:
+        """The winner's tokens per item over the baseline's."""
+        return self.winner_tokens / self.baseline_tokens if self.baseline_tokens else math.inf
+
+    def sentence(self, winner: str) -> str:
+        """The verdict in words, saying "no difference shown" when the interval spans zero."""
+        c = self.comparison
+        where = f"on {c.n} unseen items (p = {c.p_value:.3g}, {c.method})"
+        cost = f"the winner using {self.token_ratio:.2f}x the baseline's tokens per item"
+        if c.ci_low > 0:
+            gain = f"{c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
+            return f"winner {winner} beats baseline {self.label} by {gain} {where}, {cost}"
+        if c.ci_high < 0:
+            loss = f"{-c.mean_diff:+.2f} [{-c.ci_high:+.2f}, {-c.ci_low:+.2f}]"
+            return f"baseline {self.label} beats winner {winner} by {loss} {where}, {cost}"
+        gain = f"{c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
+        return (
+            f"winner {winner} vs baseline {self.label}: {gain} {where}: no difference shown, {cost}"
+        )
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """What a run can honestly claim about its winner, and how firm its search score is."""
+
+    run: RunRecord
+    winner: EvaluationRecord | None  # its search evaluation; None before the winner is recorded
+    holdout: EvaluationRecord | None  # the winner's holdout evaluation, once complete
+    baselines: tuple[BaselineVerdict, ...]
+    overfit: OverfitReport | None  # None with fewer than 2 designs or 2 shared search items
+    runner_up: PairedComparison | None  # winner minus the second design on the search items
+
+    @property
+    def winner_label(self) -> str:
+        return self.run.winner_hash[:10] if self.run.winner_hash else "-"
+
+    def headline(self) -> list[str]:
+        """The verdict's lines, most important first."""
+        if self.winner is None:
+            return ["no winner recorded yet: the search has not finished"]
+        lines = [verdict.sentence(self.winner_label) for verdict in self.baselines]
+        if self.holdout is None:
+            lines.append(f"winner {self.winner_label} is not yet scored on the holdout")
+        elif not self.baselines:
+            lines.append(f"winner {self.winner_label}: no baseline scored on the holdout yet")
+        if self.overfit is not None:
+            o = self.overfit
+            lines.append(
+                f"selection overfit on the search items ({o.n_designs} designs x {o.n_items} "
+                f"items): probability of backtest overfitting {o.pbo:.2f}, expected optimism of "
+                f"the winner's search score {o.optimism:+.3f}"
+            )
+        if self.runner_up is not None and self.runner_up.ci_low <= 0:
+            r = self.runner_up
+            lines.append(
+                f"warning: the top designs cannot be told apart on the search items (winner minus "
+                f"runner-up {r.mean_diff:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], "
+                f"p = {r.p_value:.3g}, n = {r.n})"
+            )
+        return lines
+
+
+def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
+    """Reads a run's verdict from the archive; spends nothing."""
+    run = archive.get_run(run_name)
+    search = {
+        e.agent_hash: e
+        for e in archive.run_evaluations(run_name, split="search")
+        if e.status == "complete"
+    }
+    roles = archive.run_roles(run_name)
+    holdout = [
+        e for e in archive.run_evaluations(run_name, split="holdout") if e.status == "complete"
+    ]
+    winner = search.get(run.winner_hash) if run.winner_hash else None
+    confirmed = next(
+        (e for e in holdout if e.agent_hash == run.winner_hash and roles.get(e.id) == "winner"),
+        None,
+    )
+    verdicts: list[BaselineVerdict] = []
+    if confirmed is not None:
+        baselines = [e for e in holdout if roles.get(e.id) == "baseline"]
+        labels = _baseline_labels(run, [e.agent_hash for e in baselines], archive)
+        winner_scores = _scores(archive, confirmed)
+        for evaluation in baselines:
+            comparison = paired_difference(winner_scores, _scores(archive, evaluation))
+            verdicts.append(
+                BaselineVerdict(
+                    label=labels.get(evaluation.agent_hash, evaluation.agent_hash[:10]),
+                    baseline_hash=evaluation.agent_hash,
+                    comparison=comparison,
+                    winner_tokens=confirmed.tokens_per_item,
+                    baseline_tokens=evaluation.tokens_per_item,
+                )
+            )
+    ordered = sorted(search.values(), key=lambda e: (-(e.mean or 0.0), e.tokens_per_item))
+    overfit, runner_up = None, None
+    task_ids = list(run.search_task_ids)
+    full = [e for e in ordered if sorted(e.task_ids) == sorted(task_ids)]
+    if len(full) >= 2 and len(task_ids) >= 2:
+        matrix = np.array([[_by_task(archive, e)[t] for t in task_ids] for e in full])
+        overfit = selection_overfit(matrix)
+        if winner is not None:
+            others = [e for e in full if e.agent_hash != winner.agent_hash]
+            if others:
+                best = _by_task(archive, winner)
+                second = _by_task(archive, others[0])
+                runner_up = paired_difference(
+                    [best[t] for t in task_ids], [second[t] for t in task_ids]
+                )
+    return RunVerdict(
+        run=run,
+        winner=winner,
+        holdout=confirmed,
+        baselines=tuple(verdicts),
+        overfit=overfit,
+        runner_up=runner_up,
+    )
+
+
+def _baseline_labels(run: RunRecord, hashes: Sequence[str], archive: Archive) -> dict[str, str]:
+    """Spec hash -> the baseline's name: a user's baseline by the label stored with the run, a
+    built-in one by recognising its spec."""
+    labels = {
+        AgentSpec.from_dict(entry["spec"]).spec_hash: str(entry["label"])
+        for entry in run.config.get("baselines") or ()
+        if entry.get("spec") is not None
+    }
+    cots = {cot_baseline(run.model).spec_hash, cot_baseline(run.model, interactive=True).spec_hash}
+    for spec_hash in hashes:
+        if spec_hash in labels:
+            continue
+        spec = AgentSpec.from_dict(archive.get_agent(spec_hash).spec)
+        if spec_hash in cots:
+            labels[spec_hash] = "cot"
+        elif spec["workflow"].name == "self_consistency":
+            samples = spec.to_flat().get("workflow__n_samples")
+            labels[spec_hash] = f"cot-sc(n={samples})"
+    return labels
+
+
+def _by_task(archive: Archive, evaluation: EvaluationRecord) -> dict[str, float]:
+    return {task: outcome.score for task, outcome in archive.task_results(evaluation.id).items()}
+
+
+def _scores(archive: Archive, evaluation: EvaluationRecord) -> Sequence[float]:
+    """Scores in the evaluation's task order (sorted ids), the same for every agent paired."""
+    by_task = _by_task(archive, evaluation)
+    return [by_task[t] for t in evaluation.task_ids]

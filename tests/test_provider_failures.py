@@ -1,0 +1,409 @@
+"""Failures are not scores: a provider that fails (429, 500, a garbled or empty reply, a hang)
+leaves no task result and no final score, a run or evaluation it stops says so in one line with a
+non-zero exit, and a later call against a healthy provider completes exactly those tasks.
+
+The provider is a real OpenAI-compatible HTTP server on 127.0.0.1, called through litellm.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from agentdesign.archive import Archive, evaluate_agent
+from agentdesign.components import (
+    DEFAULT_LLM_TIMEOUT_S,
+    Completion,
+    FakeChatModel,
+    LiteLLMChatModel,
+    LLMCallError,
+    ModelUnavailableError,
+    ProviderError,
+    ResponseCache,
+    build_agent,
+    check_model,
+    default_cache_dir,
+    default_chat_model,
+    failing_responder,
+    parse_spec,
+)
+from agentdesign.evaluators import Benchmark, get_benchmark
+from agentdesign.search import RunConfig
+
+MODEL = "openai/fake"
+FAILURES = ["429", "500", "empty", "garbled"]
+HANG_S = 3.0  # how long a hung reply takes; the client gives up well before
+
+
+class FakeProvider:
+    """An OpenAI-compatible server whose every reply follows `mode`: "ok" answers `answer`, a
+    number answers with that HTTP status, and "empty", "garbled", "no-choices" and "hang" fail
+    as they say."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.answer = "Paris"
+        self.paths: list[str] = []
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                provider.paths.append(self.path)
+                status, body = provider.reply()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the client gave up on a hung reply
+                    pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> int:
+        return len(self.paths)
+
+    def reply(self) -> tuple[int, bytes]:
+        if self.mode.isdigit():
+            error = {"error": {"message": f"status {self.mode}"}}
+            return int(self.mode), json.dumps(error).encode()
+        if self.mode == "garbled":
+            return 200, b'{"id": "x", "choices": [{"mess'
+        if self.mode == "no-choices":
+            return 200, json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode()
+        if self.mode == "hang":
+            time.sleep(HANG_S)
+        text = "" if self.mode == "empty" else f"Answer: {self.answer}"
+        usage = {"prompt_tokens": 7, "completion_tokens": len(text.split())}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        completion = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage,
+        }
+        return 200, json.dumps(completion).encode()
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeProvider]:
+    """The fake provider, serving until the test ends; the response cache in `tmp_path`."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # litellm's OpenAI client wants one
+    monkeypatch.setenv("AGENTDESIGN_CACHE_DIR", str(tmp_path / "cache"))
+    fake = FakeProvider()
+    thread = threading.Thread(target=fake.server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield fake
+    fake.server.shutdown()
+    fake.server.server_close()
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def capitals(tmp_path: Path) -> Benchmark:
+    """Three questions whose answer is always Paris."""
+    path = tmp_path / "capitals.jsonl"
+    path.write_text(
+        "".join(f'{{"question": "Capital number {i}?", "answer": "Paris"}}\n' for i in range(3))
+    )
+    return get_benchmark(f"jsonl:{path}")
+
+
+def fast_llm(
+    provider: FakeProvider, *, timeout_s: float = DEFAULT_LLM_TIMEOUT_S
+) -> LiteLLMChatModel:
+    return LiteLLMChatModel(
+        cache=ResponseCache(default_cache_dir() / "responses.sqlite"),
+        api_base=provider.url,
+        max_retries=1,
+        backoff_s=0.0,
+        timeout_s=timeout_s,
+    )
+
+
+def cached_replies() -> int:
+    path = default_cache_dir() / "responses.sqlite"
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as conn:
+        count: int = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    return count
+
+
+def ask(llm: LiteLLMChatModel) -> str:
+    messages = [{"role": "user", "content": "Capital of France?"}]
+    return llm.complete(model=MODEL, messages=messages, temperature=0.0, max_tokens=8, seed=0).text
+
+
+# --- the model boundary ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [*FAILURES, "no-choices", "hang"])
+def test_each_failure_is_retried_then_transient_and_never_cached(
+    provider: FakeProvider, mode: str
+) -> None:
+    provider.mode = mode
+    started = time.perf_counter()
+    with pytest.raises(LLMCallError) as failed:
+        ask(fast_llm(provider, timeout_s=0.5 if mode == "hang" else DEFAULT_LLM_TIMEOUT_S))
+    assert failed.value.transient and "tried 2 times" in str(failed.value)
+    assert provider.requests == 2  # our two tries, none from the OpenAI client's own retries
+    assert provider.paths[0] == "/v1/chat/completions"
+    assert cached_replies() == 0
+    if mode == "hang":  # the client timeout ends each try, long before the server would answer
+        assert time.perf_counter() - started < 2 * HANG_S
+    provider.mode = "ok"
+    assert ask(fast_llm(provider)) == "Answer: Paris" and cached_replies() == 1
+
+
+@pytest.mark.parametrize(("mode", "transient"), [("400", False), ("401", True), ("404", True)])
+def test_rejected_and_refused_calls_are_not_retried(
+    provider: FakeProvider, mode: str, transient: bool
+) -> None:
+    """A request the provider rejects is the design's failure; a refused key or a model the
+    server lacks is not, but waiting does not mend it, so neither is retried."""
+    provider.mode = mode
+    with pytest.raises(LLMCallError) as failed:
+        ask(fast_llm(provider))
+    assert failed.value.transient is transient and provider.requests == 1
+
+
+def test_an_empty_reply_cached_before_is_asked_again(provider: FakeProvider) -> None:
+    llm = fast_llm(provider)
+    assert llm.cache is not None
+    request = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Capital of France?"}],
+        "temperature": 0.0,
+        "max_tokens": 8,
+        "seed": 0,
+        "api_base": provider.url,
+    }
+    llm.cache.put(ResponseCache.key(request), Completion(text="", prompt_tokens=7))
+    assert ask(llm) == "Answer: Paris" and provider.requests == 1
+
+
+# --- evaluations: no score until every task has a genuine answer ----------------------------------
+
+
+@pytest.mark.parametrize(("transient", "kind"), [(True, "provider"), (False, "llm")])
+def test_the_agent_tells_a_provider_failure_from_a_rejected_request(
+    transient: bool, kind: str
+) -> None:
+    llm = FakeChatModel(failing_responder("down", transient=transient))
+    result = build_agent(parse_spec({"model": MODEL}), llm=llm).run("Capital of France?")
+    assert (result.error_kind, result.error) == (kind, "down")
+
+
+@pytest.mark.parametrize("mode", FAILURES)
+def test_a_failed_task_is_no_score_and_a_healthy_provider_completes_it(
+    provider: FakeProvider, capitals: Benchmark, tmp_path: Path, mode: str
+) -> None:
+    spec = parse_spec({"model": MODEL})
+    tasks = capitals.tasks()
+    with Archive(str(tmp_path / "archive.db")) as archive:
+        provider.mode = mode
+        with pytest.raises(ProviderError, match="failed 1 task of agent") as failed:
+            evaluate_agent(archive, spec, capitals, tasks, llm=fast_llm(provider), split="search")
+        assert "\n" not in str(failed.value)
+        assert provider.requests == 2  # the first task's two tries; then the evaluation stopped
+        evaluation = archive.get_or_create_evaluation(
+            agent_hash=spec.spec_hash,
+            benchmark=capitals.name,
+            task_ids=[t.id for t in tasks],
+            split="search",
+        )
+        assert evaluation.status == "running" and evaluation.mean is None
+        assert archive.task_results(evaluation.id) == {}
+        [failure] = archive.task_failures(evaluation.id)
+        assert (failure.task_id, failure.error_kind) == (tasks[0].id, "provider")
+        assert cached_replies() == 0
+
+        provider.mode = "ok"
+        done = evaluate_agent(
+            archive, spec, capitals, tasks, llm=fast_llm(provider), split="search"
+        )
+        assert done is not None and done.status == "complete" and done.mean == 1.0
+        assert len(archive.task_results(evaluation.id)) == 3
+        assert len(archive.task_failures(evaluation.id)) == 1  # kept for the record
+
+
+def test_a_wrong_answer_is_a_genuine_score(
+    provider: FakeProvider, capitals: Benchmark, tmp_path: Path
+) -> None:
+    provider.answer = "London"
+    spec = parse_spec({"model": MODEL})
+    with Archive(str(tmp_path / "archive.db")) as archive:
+        done = evaluate_agent(
+            archive, spec, capitals, capitals.tasks(), llm=fast_llm(provider), split="search"
+        )
+        assert done is not None and (done.status, done.mean) == ("complete", 0.0)
+        assert archive.task_failures(done.id) == []
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+class Cli:
+    """Runs `agentdesign ARGS` in this process through `main`, on litellm and the real default
+    model but without backoff between tries; `timeouts` lists each model's client timeout."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        from agentdesign.search import _cli, _loop
+
+        self.monkeypatch, self.capsys, self.main = monkeypatch, capsys, _cli.main
+        self.timeouts: list[float] = []
+        monkeypatch.setattr(_loop, "default_chat_model", self._model)
+        monkeypatch.setattr(_cli, "default_chat_model", self._model)
+        monkeypatch.setattr(_cli, "console", Console(width=200))
+
+    def _model(self, **kwargs: Any) -> LiteLLMChatModel:
+        llm = default_chat_model(**kwargs)
+        llm.max_retries, llm.backoff_s = 1, 0.0
+        self.timeouts.append(llm.timeout_s)
+        return llm
+
+    def __call__(self, *args: str) -> tuple[int | str | None, str, list[str]]:
+        """The exit code, stdout, and the non-empty lines of stderr."""
+        self.monkeypatch.setattr(sys, "argv", ["agentdesign", *args])
+        with pytest.raises(SystemExit) as exited:
+            self.main()
+        out = self.capsys.readouterr()
+        return exited.value.code, out.out, [line for line in out.err.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(monkeypatch, capsys)
+
+
+def test_a_run_the_provider_fails_stops_in_one_line_and_resumes(
+    provider: FakeProvider,
+    capitals: Benchmark,
+    tmp_path: Path,
+    cli: Cli,
+) -> None:
+    db = str(tmp_path / "runs.db")
+    provider.mode = "429"
+    code, _, err = cli(
+        "run", "--name", "r", "--benchmark", capitals.reference, "--model", MODEL,
+        "--api-base", provider.url, "--llm-timeout", "30", "--space", "tiny",
+        "--max-agents", "1", "--n-search", "2", "--n-holdout", "1", "--storage", db,
+    )  # fmt: skip
+    assert code == 3 and len(err) == 1, err
+    assert err[0].startswith("error: the model provider failed 1 task of agent")
+    assert "RateLimitError" in err[0] and "`agentdesign resume r`" in err[0]
+    assert cli.timeouts == [30.0]
+    with Archive(db) as archive:
+        run = archive.get_run("r")
+        assert run.status == "failed" and run.config["llm_timeout_s"] == 30.0
+        assert archive.leaderboard(run_name="r") == []  # nothing scored, nothing ranked
+
+    provider.mode = "ok"
+    code, _, err = cli("resume", "r", "--llm-timeout", "45", "--storage", db)
+    assert code == 0 and err == [], err
+    assert cli.timeouts == [30.0, 45.0]  # the run's, as stored; then this session's
+    with Archive(db) as archive:
+        assert archive.get_run("r").status == "finished"
+        [row] = archive.leaderboard(run_name="r")
+        assert (row.mean, row.n_tasks) == (1.0, 2)
+
+
+def test_evaluate_the_provider_fails_is_one_line_and_runs_again(
+    provider: FakeProvider,
+    capitals: Benchmark,
+    tmp_path: Path,
+    cli: Cli,
+) -> None:
+    spec_file = tmp_path / "agent.json"
+    spec_file.write_text(parse_spec({"model": MODEL}).to_json())
+    args = [
+        "evaluate", str(spec_file), "--benchmark", capitals.reference, "--split", "all",
+        "--items", "3", "--api-base", provider.url, "--storage", str(tmp_path / "runs.db"),
+    ]  # fmt: skip
+    provider.mode = "empty"
+    code, _, err = cli(*args)
+    assert code == 3 and len(err) == 1, err
+    assert "an empty reply" in err[0] and "the same command runs the others" in err[0]
+    assert cached_replies() == 0
+    provider.mode = "ok"
+    code, out, err = cli(*args)
+    assert code == 0 and err == [] and "score 1.000" in out, (out, err)
+    assert cli.timeouts == [DEFAULT_LLM_TIMEOUT_S] * 2
+
+
+@pytest.mark.parametrize("command", ["run", "evaluate"])
+def test_an_unknown_provider_is_refused_before_anything_is_written(
+    tmp_path: Path, cli: Cli, command: str
+) -> None:
+    db = str(tmp_path / "runs.db")
+    if command == "run":
+        args = ["run", "--name", "x", "--model", "nosuchprovider/x", "--storage", db]
+    else:
+        spec_file = tmp_path / "agent.json"
+        spec_file.write_text(parse_spec({"model": "nosuchprovider/x"}).to_json())
+        args = ["evaluate", str(spec_file), "--split", "all", "--storage", db]
+    code, _, err = cli(*args)
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("error: litellm knows no provider for model 'nosuchprovider/x'")
+    with Archive(db) as archive:
+        assert archive.list_runs() == []
+
+
+@pytest.mark.parametrize("command", ["run", "evaluate"])
+def test_a_timeout_must_be_positive(tmp_path: Path, cli: Cli, command: str) -> None:
+    spec_file = tmp_path / "agent.json"
+    spec_file.write_text(parse_spec({"model": MODEL}).to_json())
+    target = ["--name", "t"] if command == "run" else [str(spec_file), "--split", "all"]
+    code, _, err = cli(command, *target, "--llm-timeout", "0", "--storage", str(tmp_path / "a.db"))
+    assert code == 2 and len(err) == 1 and "timeout must be positive, got 0" in err[0], err
+
+
+def test_known_providers_pass_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentdesign.components import _embedded
+
+    checked: list[str] = []
+    monkeypatch.setattr(_embedded, "embedded_model_path", checked.append)
+    check_model("embedded/qwen2.5-coder-1.5b")  # its own check, not litellm's
+    assert checked == ["qwen2.5-coder-1.5b"]
+    for model in ("openai/gpt-4o-mini", "anthropic/claude-x", "ollama/llama3", "hosted_vllm/m"):
+        check_model(model)
+    check_model("openai/served-name", api_base="http://127.0.0.1:8000/v1")
+    with pytest.raises(ModelUnavailableError, match="no provider"):
+        check_model("mymodel")  # no provider named
+
+
+def test_a_stored_config_without_a_timeout_gets_the_default() -> None:
+    stored = RunConfig(name="old").to_dict()
+    del stored["llm_timeout_s"]
+    assert RunConfig.from_dict(stored).llm_timeout_s == DEFAULT_LLM_TIMEOUT_S
+    with pytest.raises(Exception, match="LLM timeout must be positive"):
+        RunConfig(name="bad", llm_timeout_s=0)

@@ -1,0 +1,173 @@
+"""Honest verdicts on the fake model: the winner is recorded before the holdout is touched and
+never replaced, baselines are scored on the same holdout items, and no choice leaks the holdout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
+from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel
+from agentdesign.components._runtime import Message
+from agentdesign.evaluators import get_benchmark
+from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
+from agentdesign.search._cli import _evaluation_items
+from agentdesign.search._loop import finalize_run
+from agentdesign.search._space import SearchSpace
+from agentdesign.search._value import labelled_from_archive
+from agentdesign.search._verdict import cot_baseline, run_verdict
+
+GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
+
+
+def right_when_thinking(
+    model: str, messages: Sequence[Message], temperature: float, seed: int | None
+) -> str:
+    """Right on every item when asked to think step by step (chain of thought), else wrong."""
+    question = messages[-1]["content"].split("\n\n")[0]
+    if "step by step" in messages[0]["content"]:
+        return f"Let me think.\nAnswer: {GOLD.get(question, '0')}"
+    return "Answer: -1"
+
+
+def config(name: str, **overrides: object) -> RunConfig:
+    values: dict[str, object] = {
+        "name": name,
+        "model": "fake/model",
+        "budget": Budget(max_agents=4),
+        "n_search": 6,
+        "n_holdout": 5,
+        "strategy": "random",
+        "choices": {"workflow": ["single"], "reasoning": ["direct", "cot"]},
+    }
+    values.update(overrides)
+    return RunConfig(**values)  # type: ignore[arg-type]
+
+
+class HoldoutWatcher(Reporter):
+    """Notes the winner the archive holds when each holdout evaluation starts."""
+
+    def __init__(self, archive: Archive, name: str) -> None:
+        self.archive, self.name = archive, name
+        self.winner_at_holdout: list[str | None] = []
+
+    def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
+        if split == "holdout":
+            self.winner_at_holdout.append(self.archive.get_run(self.name).winner_hash)
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Archive:
+    with Archive(str(tmp_path / "verdict.db")) as opened:
+        yield opened  # type: ignore[misc]
+
+
+def test_the_winner_is_recorded_before_any_holdout_task(archive: Archive) -> None:
+    watcher = HoldoutWatcher(archive, "w")
+    run_search(archive, config("w"), llm=FakeChatModel(right_when_thinking), reporter=watcher)
+    run = archive.get_run("w")
+    best = archive.leaderboard(run_name="w", limit=1)[0]
+    assert run.winner_hash == best.agent_hash
+    assert watcher.winner_at_holdout and set(watcher.winner_at_holdout) == {run.winner_hash}
+
+
+def test_baselines_are_scored_on_the_same_holdout_items_and_make_the_headline(
+    archive: Archive,
+) -> None:
+    run_search(archive, config("b"), llm=FakeChatModel(right_when_thinking))
+    run = archive.get_run("b")
+    roles = archive.run_roles("b")
+    holdout = archive.run_evaluations("b", split="holdout")
+    by_role: dict[str, list[EvaluationRecord]] = {}
+    for evaluation in holdout:
+        by_role.setdefault(roles[evaluation.id], []).append(evaluation)
+    assert [e.agent_hash for e in by_role["winner"]] == [run.winner_hash]
+    assert all(set(e.task_ids) == set(run.holdout_task_ids) for e in holdout)
+    verdict = run_verdict(archive, "b")
+    assert verdict.holdout is not None and verdict.holdout.agent_hash == run.winner_hash
+    labels = {v.label for v in verdict.baselines}
+    if run.winner_hash == cot_baseline("fake/model").spec_hash:  # the winner is plain CoT
+        assert labels == {"cot-sc(n=2)"}
+    else:
+        assert {"cot"} <= labels
+    for baseline in verdict.baselines:
+        assert baseline.comparison.n == 5
+        assert baseline.sentence(verdict.winner_label).count("unseen items") == 1
+    # baselines count in tokens, never as searched designs
+    assert archive.run_totals("b").n_complete == 4
+
+
+def test_finalize_scores_more_designs_as_exploratory_and_never_replaces_the_winner(
+    archive: Archive,
+) -> None:
+    run_search(archive, config("f"), llm=FakeChatModel(right_when_thinking))
+    winner = archive.get_run("f").winner_hash
+    assert winner is not None
+    finalize_run(archive, "f", top=3, llm=FakeChatModel(right_when_thinking))
+    assert archive.get_run("f").winner_hash == winner
+    roles = archive.run_roles("f")
+    exploratory = [
+        e for e in archive.run_evaluations("f", split="holdout") if roles[e.id] == "exploratory"
+    ]
+    assert len(exploratory) == 2 and winner not in {e.agent_hash for e in exploratory}
+    other = next(
+        row.agent_hash for row in archive.leaderboard(run_name="f") if row.agent_hash != winner
+    )
+    with pytest.raises(ArchiveError, match="never replaced"):
+        archive.record_winner("f", other)
+    assert archive.get_run("f").winner_hash == winner
+
+
+def test_a_run_with_a_recorded_winner_cannot_search_on(archive: Archive) -> None:
+    run_search(archive, config("r"), llm=FakeChatModel(right_when_thinking))
+    with pytest.raises(AgentDesignError, match="cannot search on"):
+        resume_search(
+            archive, "r", budget=Budget(max_agents=8), llm=FakeChatModel(right_when_thinking)
+        )
+    summary = resume_search(archive, "r", llm=FakeChatModel(right_when_thinking))
+    assert summary.stop_reason == "the run's winner is recorded"
+
+
+def test_evaluate_run_uses_exactly_the_stored_ids(archive: Archive) -> None:
+    run_search(archive, config("e", n_search=20), llm=FakeChatModel(right_when_thinking))
+    run = archive.get_run("e")
+    _, holdout = _evaluation_items(archive, "e", "humaneval", "holdout", None, seed=7)
+    _, search = _evaluation_items(archive, "e", "humaneval", "search", 3, seed=7)
+    assert holdout == list(run.holdout_task_ids)
+    assert search == list(run.search_task_ids[:3])
+
+
+def test_the_value_prior_drops_rows_that_saw_this_runs_holdout(archive: Archive) -> None:
+    # with the same seed, a larger search split holds a smaller run's holdout items
+    run_search(
+        archive, config("big", n_search=12, n_holdout=1), llm=FakeChatModel(right_when_thinking)
+    )
+    small = config("small", n_search=6, n_holdout=5)
+    run_search(archive, small, llm=FakeChatModel(right_when_thinking))
+    holdout = archive.get_run("small").holdout_task_ids
+    big_search = set(archive.get_run("big").search_task_ids)
+    assert big_search & set(holdout)
+    everything = labelled_from_archive(archive)
+    prior = labelled_from_archive(archive, benchmark="gsm8k", unseen=holdout)
+    assert len(prior) < len(everything)
+    kept = {
+        row.agent_hash
+        for row in archive.leaderboard(limit=1000)
+        if not set(row.task_ids) & set(holdout)
+    }
+    assert len(prior) == len(kept)
+
+
+def test_the_grid_keeps_near_duplicate_designs_apart() -> None:
+    space = SearchSpace(model="fake/model", grid=True)
+    rng = np.random.default_rng(0)
+    caps = {space.sample(rng, {"reasoning": "cot"})["reasoning"].max_tokens for _ in range(200)}
+    assert caps == {128, 352, 576, 800, 1024}
+    free = SearchSpace(model="fake/model")
+    assert (
+        len({free.sample(rng, {"reasoning": "cot"})["reasoning"].max_tokens for _ in range(200)})
+        > 20
+    )
