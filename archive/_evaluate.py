@@ -7,6 +7,8 @@ moment it ends, a killed process loses at most the tasks in flight, and no task 
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -14,9 +16,46 @@ from agentdesign.archive._archive import Archive
 from agentdesign.archive._lease import Heartbeat, worker_id
 from agentdesign.archive._records import EvaluationRecord
 from agentdesign.components import AgentSpec, ChatModel, Example, ProviderError, build_agent
-from agentdesign.evaluators import Benchmark, Task, TaskOutcome, evaluate_tasks, score_interval
+from agentdesign.evaluators import (
+    Benchmark,
+    Task,
+    TaskOutcome,
+    check_concurrency,
+    evaluate_tasks,
+    score_interval,
+)
 
 __all__ = ["evaluate_agent"]
+
+log = logging.getLogger(__name__)
+
+
+class _Lease:
+    """This process's lease on an evaluation, renewed by a heartbeat; `lost` once another process
+    has taken the evaluation over (this one was held up, e.g. stopped, past the lease)."""
+
+    def __init__(self, archive: Archive, evaluation_id: int, *, owner: str, lease_s: float) -> None:
+        self._archive = archive
+        self._evaluation_id = evaluation_id
+        self._owner = owner
+        self._lease_s = lease_s
+        self._lost = threading.Event()
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    def lose(self) -> None:
+        self._lost.set()
+
+    def renew(self) -> None:
+        """Renews the lease; refused on a complete evaluation too, which is no takeover."""
+        archive, evaluation_id = self._archive, self._evaluation_id
+        if (
+            not archive.claim_evaluation(evaluation_id, owner=self._owner, lease_s=self._lease_s)
+            and archive.get_evaluation(evaluation_id).status != "complete"
+        ):
+            self.lose()
 
 
 def evaluate_agent(
@@ -40,17 +79,19 @@ def evaluate_agent(
 
     `on_start` gets the evaluation (before any task runs) and how many tasks are already done;
     `on_result` gets each new outcome after it is committed. Returns the finished evaluation, with
-    its mean and 95% interval (`score_interval`), or None when `should_stop` ended it part-way: the partial
-    evaluation stays in the archive, marked running, and the next call completes it. `timeout_s`
-    limits each task (see `evaluate_tasks`); a timed-out task is recorded and not run again.
-    A task the provider failed is never a score: it raises `ProviderError` (see `_run_claimed`),
-    leaving the evaluation running for the next call to complete.
+    its mean and 95% interval (`score_interval`), or None when `should_stop` ended it part-way: the
+    partial evaluation stays in the archive, marked running, and the next call completes it.
+    `timeout_s` limits each task (see `evaluate_tasks`); a timed-out task is recorded and not run
+    again. A task the provider failed is never a score: it raises `ProviderError` (see
+    `_run_claimed`), leaving the evaluation running for the next call to complete.
 
     Only the holder of the evaluation's lease runs its tasks, so processes that meet on the same
     agent never pay twice for a task: the others wait for its result. The holder renews the lease
     every `lease_s / 3` seconds; if it dies, the lease runs out after `lease_s` and one of them
-    takes over.
+    takes over. A holder that was only held up (stopped, swapped out) and finds its lease taken
+    starts no more tasks: it logs one line and waits for the results like the others.
     """
+    check_concurrency(concurrency)
     benchmark.check_ready(spec)  # e.g. Java, or a workflow that can play an environment
     archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
     evaluation = archive.get_or_create_evaluation(
@@ -60,39 +101,50 @@ def evaluate_agent(
         split=split,
     )
     owner = worker_id()
-    while evaluation.status != "complete" and not archive.claim_evaluation(
-        evaluation.id, owner=owner, lease_s=lease_s
-    ):
-        if should_stop():
-            return None
-        time.sleep(lease_s / 10)  # another process runs it: wait for its results
-        evaluation = archive.get_evaluation(evaluation.id)
-    if evaluation.status == "complete":
-        if on_start is not None:
-            on_start(evaluation, len(tasks))
-        return evaluation
-    try:
-        with Heartbeat(
-            interval_s=lease_s / 3,
-            beat=lambda: archive.claim_evaluation(evaluation.id, owner=owner, lease_s=lease_s),
+    while True:
+        while evaluation.status != "complete" and not archive.claim_evaluation(
+            evaluation.id, owner=owner, lease_s=lease_s
         ):
-            return _run_claimed(
-                archive,
-                evaluation,
-                spec,
-                benchmark,
-                tasks,
-                llm=llm,
-                train_examples=train_examples,
-                concurrency=concurrency,
-                seed=seed,
-                on_start=on_start,
-                on_result=on_result,
-                should_stop=should_stop,
-                timeout_s=timeout_s,
-            )
-    finally:
-        archive.release_evaluation(evaluation.id, owner=owner)
+            if should_stop():
+                return None
+            time.sleep(lease_s / 10)  # another process runs it: wait for its results
+            evaluation = archive.get_evaluation(evaluation.id)
+        if evaluation.status == "complete":
+            if on_start is not None:
+                on_start(evaluation, len(tasks))
+            return evaluation
+        lease = _Lease(archive, evaluation.id, owner=owner, lease_s=lease_s)
+        try:
+            with Heartbeat(interval_s=lease_s / 3, beat=lease.renew):
+                finished = _run_claimed(
+                    archive,
+                    evaluation,
+                    spec,
+                    benchmark,
+                    tasks,
+                    llm=llm,
+                    train_examples=train_examples,
+                    concurrency=concurrency,
+                    seed=seed,
+                    on_start=on_start,
+                    on_result=on_result,
+                    should_stop=should_stop,
+                    timeout_s=timeout_s,
+                    lease=lease,
+                )
+        finally:
+            archive.release_evaluation(evaluation.id, owner=owner)
+        if not lease.lost:
+            return finished
+        log.warning(
+            "evaluation %d of agent %s was taken over by another process while this one was held "
+            "up past its lease: its tasks are left to that process",
+            evaluation.id,
+            spec.spec_hash[:10],
+        )
+        if finished is not None:
+            return finished
+        evaluation = archive.get_evaluation(evaluation.id)
 
 
 def _run_claimed(
@@ -110,8 +162,12 @@ def _run_claimed(
     on_result: Callable[[TaskOutcome], None] | None,
     should_stop: Callable[[], bool],
     timeout_s: float | None,
+    lease: _Lease,
 ) -> EvaluationRecord | None:
     """Runs the tasks of an evaluation whose lease this process holds.
+
+    A result some other process recorded first means that process took the evaluation over: the
+    lease is lost, and no new task starts.
 
     A task the provider failed is recorded as a failure, not a result, and stops the evaluation:
     no new task starts (those in flight finish) and `ProviderError` says so. The task is not tried
@@ -129,7 +185,9 @@ def _run_claimed(
             archive.add_task_failure(evaluation.id, outcome)
             failures.append(outcome)
             return
-        archive.add_task_result(evaluation.id, outcome)
+        if not archive.add_task_result(evaluation.id, outcome):
+            lease.lose()
+            return
         if on_result is not None:
             on_result(outcome)
 
@@ -140,7 +198,7 @@ def _run_claimed(
         on_result=record,
         done=done.keys(),
         concurrency=concurrency,
-        should_stop=lambda: bool(failures) or should_stop(),
+        should_stop=lambda: bool(failures) or lease.lost or should_stop(),
         timeout_s=timeout_s,
     )
     if failures:

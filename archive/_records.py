@@ -104,11 +104,13 @@ class LeaderboardRow:
 class RunTotals:
     """What a run cost: its evaluations, reused ones included (the archive does not know who paid),
     and the model calls the search made itself (`n_search_calls`, in the tokens and cost).
-    `wall_s` sums the evaluations' task latencies."""
+    `wall_s` sums the evaluations' task latencies. Agents count the designs searched: `n_complete`
+    were scored on every search item, `n_finished` also counts those racing dropped."""
 
     run_name: str
     n_agents: int
     n_complete: int
+    n_finished: int
     prompt_tokens: int
     completion_tokens: int
     cost: float

@@ -1,27 +1,41 @@
-"""Decode and prompt speed of the embedded models through the same litellm path the engine uses.
+"""Embedded decode and prompt speed per thread count, idle and beside one busy process.
 
-    .venv/bin/python bench/embedded_speed.py [--models qwen2.5-coder-1.5b smollm2-135m]
+    .venv/bin/python bench/embedded_speed.py [--models qwen2.5-coder-1.5b smollm2-135m] [--quick]
 
-Prints one table row per model: load time, prompt and decode tokens per second (from the engine's
-own timings of a cold, uncached request), and the process's peak memory.
+Each measurement runs in a fresh process, since an engine keeps its thread count for life: with
+AGENTDESIGN_EMBEDDED_THREADS set to 1 or 2, or unset for the engine's own choice ("default", from
+the cores free when it loads). "busy" runs it beside one `while True: pass` process. One row per
+model, condition and thread setting: the threads used, load time, prompt and decode tokens per
+second (a cold request through the same litellm path the engine uses, split by a prompt-only call
+of the same length), decode speed as a share of the best fixed count in the same condition, and
+the process's peak memory. Run it on an otherwise quiet machine: other work skews every number.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
+import subprocess
+import sys
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from agentdesign.components import import_litellm
-from agentdesign.components._embedded import register_embedded_provider
+from agentdesign.components._embedded import embedded_threads, register_embedded_provider
 
 QUESTION = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in "
     "May. How many clips did Natalia sell altogether in April and May? Think step by step."
 )
+THREADS_ENV = "AGENTDESIGN_EMBEDDED_THREADS"
+DEFAULT = "default"
 
 
-def measure(model: str, repeats: int) -> dict[str, float]:
+def measure(model: str, repeats: int, max_tokens: int) -> dict[str, float]:
+    """One model's speeds in this process, on the threads the engine chose or was given."""
     litellm = import_litellm()
     register_embedded_provider()
     started = time.perf_counter()
@@ -34,7 +48,7 @@ def measure(model: str, repeats: int) -> dict[str, float]:
         messages = [{"role": "user", "content": f"{QUESTION} (attempt {i})"}]
         started = time.perf_counter()
         response = litellm.completion(
-            model=f"embedded/{model}", messages=messages, max_tokens=128, temperature=0
+            model=f"embedded/{model}", messages=messages, max_tokens=max_tokens, temperature=0
         )
         total = time.perf_counter() - started
         usage = response.usage
@@ -47,6 +61,7 @@ def measure(model: str, repeats: int) -> dict[str, float]:
         prompt_rates.append(usage.prompt_tokens / prompt_s)
         decode_rates.append((usage.completion_tokens - 1) / max(total - prompt_s, 1e-9))
     return {
+        "threads": embedded_threads(),
         "load_s": load_s,
         "prompt_tok_s": sum(prompt_rates) / len(prompt_rates),
         "decode_tok_s": sum(decode_rates) / len(decode_rates),
@@ -54,19 +69,86 @@ def measure(model: str, repeats: int) -> dict[str, float]:
     }
 
 
+def measure_apart(model: str, threads: str, repeats: int, max_tokens: int) -> dict[str, float]:
+    """`measure` in a fresh process with `threads` set (or the engine's own choice)."""
+    env = {k: v for k, v in os.environ.items() if k != THREADS_ENV}
+    if threads != DEFAULT:
+        env[THREADS_ENV] = threads
+    args = [sys.executable, __file__, "--child", model, "--repeats", str(repeats)]
+    done = subprocess.run(
+        [*args, "--max-tokens", str(max_tokens)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+@contextmanager
+def busy(condition: str) -> Iterator[None]:
+    """For "busy", one process spinning on a core for the duration; for "idle", nothing."""
+    if condition == "idle":
+        yield
+        return
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1.0)  # running at full speed before an engine looks at the load
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+def run(models: Sequence[str], settings: Sequence[str], repeats: int, max_tokens: int) -> None:
+    print(
+        "| model | beside | threads | load s | prompt tok/s | decode tok/s | of best fixed | "
+        "peak RSS MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    verdicts = []
+    for model in models:
+        for condition in ("idle", "busy"):
+            with busy(condition):
+                rows = {s: measure_apart(model, s, repeats, max_tokens) for s in settings}
+            fixed = [row["decode_tok_s"] for s, row in rows.items() if s != DEFAULT]
+            best = max(fixed, default=float("nan"))
+            for setting, row in rows.items():
+                label = f"{setting} ({row['threads']:.0f})" if setting == DEFAULT else setting
+                print(
+                    f"| embedded/{model} | {'nothing' if condition == 'idle' else 'one busy'} | "
+                    f"{label} | {row['load_s']:.1f} | {row['prompt_tok_s']:.0f} | "
+                    f"{row['decode_tok_s']:.1f} | {row['decode_tok_s'] / best:.0%} | "
+                    f"{row['peak_rss_mb']:.0f} |"
+                )
+            if condition == "busy" and DEFAULT in rows and fixed:
+                share = rows[DEFAULT]["decode_tok_s"] / best
+                verdicts.append(
+                    f"embedded/{model} beside one busy process: the default choice "
+                    f"({rows[DEFAULT]['threads']:.0f} threads) keeps {share:.0%} of the best fixed "
+                    f"count's decode speed ({'meets' if share >= 0.8 else 'misses'} the 80% target)"
+                )
+    print("\n".join(["", *verdicts]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["qwen2.5-coder-1.5b", "smollm2-135m"])
+    parser.add_argument("--threads", nargs="+", default=["1", "2", DEFAULT])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument(
+        "--quick", action="store_true", help="SmolLM2 only, one 64-token request per setting"
+    )
+    parser.add_argument("--child", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print("| model | load s | prompt tok/s | decode tok/s | peak RSS MB (cumulative) |")
-    print("|---|---|---|---|---|")
-    for model in args.models:
-        row = measure(model, args.repeats)
-        print(
-            f"| embedded/{model} | {row['load_s']:.1f} | {row['prompt_tok_s']:.0f} | "
-            f"{row['decode_tok_s']:.1f} | {row['peak_rss_mb']:.0f} |"
-        )
+    if args.child:
+        print(json.dumps(measure(args.child, args.repeats, args.max_tokens)))
+        return
+    if args.quick:
+        args.models, args.repeats, args.max_tokens = ["smollm2-135m"], 1, 64
+    run(args.models, args.threads, args.repeats, args.max_tokens)
 
 
 if __name__ == "__main__":

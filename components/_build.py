@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentdesign.components._embedded import check_embedded_model
 from agentdesign.components._errors import ModelUnavailableError, SpecError
 from agentdesign.components._llm import (
     DEFAULT_LLM_TIMEOUT_S,
@@ -34,9 +35,7 @@ def check_model(model: str, *, api_base: str | None = None) -> None:
     model name surfaces as a provider failure on the first task.)
     """
     if model.startswith("embedded/"):
-        from agentdesign.components._embedded import embedded_model_path
-
-        embedded_model_path(model.removeprefix("embedded/"))
+        check_embedded_model(model)
         return
     try:
         import_litellm().get_llm_provider(model=model, api_base=api_base)

@@ -109,6 +109,7 @@ def _main() -> int:
         print("error: no question given", file=sys.stderr)
         return 2
     try:
+        check_embedded_model(args.model or SPEC.model)  # one line, not a provider failure
         result = build_agent(model=args.model, api_base=args.api_base).run(question)
     except (ModelUnavailableError, SandboxUnavailableError, ValueError) as exc:
         print(f"error: {{exc}}", file=sys.stderr)

@@ -68,7 +68,11 @@ class ResponseCache:
             )
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30)
+        conn = sqlite3.connect(self.path, timeout=30)
+        # In WAL mode a commit then survives the process being killed without waiting for the
+        # disk; with a sync per reply, 64 tasks at once queued behind one another's fsync.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
 
     @staticmethod
     def key(request: Mapping[str, Any]) -> str:
@@ -218,10 +222,14 @@ def _to_completion(litellm: Any, response: Any, latency_s: float) -> Completion 
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
     if _is_empty(text, completion_tokens, getattr(message, "tool_calls", None)):
         return None
-    try:
-        cost = float(litellm.completion_cost(completion_response=response))
-    except Exception:  # a model missing from litellm's price list costs "unknown", counted as 0
-        cost = 0.0
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # litellm priced the reply already (None: not in its list)
+        cost = float(hidden["response_cost"] or 0.0)
+    else:
+        try:
+            cost = float(litellm.completion_cost(completion_response=response))
+        except Exception:  # a model missing from litellm's price list costs "unknown", counted 0
+            cost = 0.0
     return Completion(
         text=text,
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),

@@ -28,6 +28,7 @@ from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
 from agentdesign.evaluators._humaneval import HumanEval
 from agentdesign.evaluators._runner import (
     TaskOutcome,
+    check_concurrency,
     evaluate_tasks,
     examples_from_tasks,
     run_task,
@@ -71,6 +72,7 @@ __all__ = [
     "available_benchmarks",
     "backtest_overfitting",
     "check_call",
+    "check_concurrency",
     "debiased_winner_score",
     "episode_workflows",
     "evaluate_tasks",

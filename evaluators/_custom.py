@@ -154,7 +154,13 @@ def _function_scorer(path: str, *, where: str, folder: Path) -> _Scorer:
         ) from error
 
     def score(task: Task, prediction: str) -> Score:
-        value = function(prediction=prediction, answer=task.answer)
+        try:
+            value = function(prediction=prediction, answer=task.answer)
+        except Exception as error:  # the user's code: one line for them, no traceback of ours
+            detail = " ".join(str(error).split())[:300]
+            raise BenchmarkError(
+                f"scorer {path} raised {type(error).__name__} on task {task.id}: {detail}"
+            ) from error
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise BenchmarkError(f"scorer {path} returned {value!r}, not a number in [0, 1]")
         return Score(float(value), {"scorer": path})

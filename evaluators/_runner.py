@@ -15,10 +15,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdesign.components import Agent, Example
+from agentdesign.components import Agent, AgentDesignError, Example
 from agentdesign.evaluators._benchmark import Benchmark, Task
 
-__all__ = ["TaskOutcome", "evaluate_tasks", "examples_from_tasks", "run_task"]
+__all__ = ["TaskOutcome", "check_concurrency", "evaluate_tasks", "examples_from_tasks", "run_task"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,12 @@ def _run_and_score(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcom
     )
 
 
+def check_concurrency(concurrency: int) -> None:
+    """Refuses a task count no runner can keep, before a caller writes anything for it."""
+    if concurrency < 1:
+        raise AgentDesignError(f"concurrency must be at least 1 task at once, got {concurrency}")
+
+
 def evaluate_tasks(
     agent: Agent,
     benchmark: Benchmark,
@@ -161,8 +167,7 @@ def evaluate_tasks(
     out); tasks already started are finished and reported. `timeout_s` limits each task (see
     `run_task`).
     """
-    if concurrency < 1:
-        raise ValueError("concurrency must be at least 1")
+    check_concurrency(concurrency)
     pending = [t for t in tasks if t.id not in done]
     outcomes: list[TaskOutcome] = []
     with ThreadPoolExecutor(max_workers=concurrency) as pool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import optuna
@@ -111,8 +111,11 @@ class Strategy:
 
     The study's sampler (`sampler()`) proposes whenever `_internal_propose` returns None: that is
     how the optuna strategies work. Model-based strategies return a Proposal, which the loop
-    enqueues into the study so the trial holds its parameters exactly.
+    enqueues into the study so the trial holds its parameters exactly. Those that learn from the
+    rest of the archive set `reads_prior`: only for them does the loop read it.
     """
+
+    reads_prior: ClassVar[bool] = False
 
     def __init__(self, *, space: SearchSpace, seed: int = 0, objective: str = "score") -> None:
         if objective not in OBJECTIVES:

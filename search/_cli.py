@@ -1,28 +1,33 @@
 """The `agentdesign` command line: run, resume, worker, finalize, show, export, evaluate, report,
-benchmarks, components."""
+benchmarks, components, strategies."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from agentdesign.archive import (
     Archive,
@@ -38,7 +43,9 @@ from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     ChatModel,
+    Component,
     Example,
+    ParamInfo,
     ProviderError,
     check_model,
     default_chat_model,
@@ -51,6 +58,7 @@ from agentdesign.evaluators import (
     ScoreSummary,
     TaskOutcome,
     available_benchmarks,
+    check_concurrency,
     examples_from_tasks,
     get_benchmark,
     make_split,
@@ -63,6 +71,7 @@ from agentdesign.search._loop import (
     Reporter,
     RunConfig,
     RunSummary,
+    default_baselines,
     finalize_run,
     resume_search,
     run_search,
@@ -87,6 +96,9 @@ DEFAULT_STORAGE = "agentdesign.db"
 StorageOption = Annotated[
     str, typer.Option("--storage", "-s", help="archive: a file path or a database URL")
 ]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="print JSON for scripts instead of a table")
+]
 
 
 # Options that `run` and `worker` share (a worker that starts a run takes the same settings).
@@ -98,8 +110,15 @@ StrategyOption = Annotated[str, typer.Option(help=f"one of {', '.join(STRATEGIES
 ObjectiveOption = Annotated[
     str, typer.Option(help="score, or score-cost (also minimize tokens per item)")
 ]
-PruneOption = Annotated[
-    bool, typer.Option(help="stop an agent early once it is clearly worse than the best")
+RaceOption = Annotated[
+    bool,
+    typer.Option(
+        help="racing: a design earns more search items only while a paired test does not show "
+        "it clearly worse than the best so far"
+    ),
+]
+RaceAlphaOption = Annotated[
+    float, typer.Option(help="racing drops a design at a one-sided p-value below this")
 ]
 MaxAgentsOption = Annotated[int | None, typer.Option(help="stop after this many agents")]
 MaxTokensOption = Annotated[int | None, typer.Option(help="stop after this many tokens")]
@@ -175,7 +194,8 @@ def _config(
     model: str,
     strategy: str,
     objective: str,
-    prune: bool,
+    race: bool,
+    race_alpha: float,
     max_agents: int | None,
     max_tokens: int | None,
     max_minutes: float | None,
@@ -200,7 +220,8 @@ def _config(
         model=model,
         strategy=strategy,
         objective=objective,
-        prune=prune,
+        race=race,
+        race_alpha=race_alpha,
         budget=Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes),
         n_search=n_search,
         n_holdout=n_holdout,
@@ -214,7 +235,7 @@ def _config(
         llm_timeout_s=llm_timeout,
         choices=narrowing.get("choices", {}),
         limits=narrowing.get("limits", {}),
-        **({} if baselines is None else {"baselines": _baselines(baselines)}),
+        baselines=default_baselines() if baselines is None else _baselines(baselines),
     )
 
 
@@ -240,65 +261,199 @@ def _baselines(options: Sequence[str]) -> list[dict[str, Any]]:
 
 
 class _ProgressReporter(Reporter):
-    """Draws the run's progress: agents done, the current agent's tasks, best score, tokens, and
-    the time left (rich's estimate from the pace so far)."""
+    """Draws a run's progress: designs done and to go, the best design so far with its interval,
+    an ETA, the current design's items, then the holdout phase with a line per result.
+
+    Counts and the best come from the archive (search candidates only, other workers' included),
+    so a resume starts where the run stands and a refiner's development items never count.
+    """
 
     def __init__(
         self,
         progress: Progress,
-        max_agents: int | None,
-        done_agents: int,
+        archive: Archive,
+        budget: Budget,
         *,
         announce: Callable[[RunRecord], str] | None = None,
     ) -> None:
         self.progress = progress
-        self.best = float("nan")
-        self.tokens = 0
-        self.max_agents = max_agents
-        self.done_agents = done_agents
+        self.archive = archive
+        self.budget = budget
         self.announce = announce
+        self.tokens = 0
+        self.items_run = 0  # by this process: the pace of the ETA
+        self.items_left = 0  # of the evaluation running now
+        # Why the evaluation running now is run: "candidate" or "dev" on the search split, the
+        # run's role for it ("winner", "baseline", "exploratory") on the holdout; "" between.
+        self.running = ""
+        self.holdout = False  # the search is over: the winner and the baselines are scored
+        self.holdout_done = 0
+        self.done = 0
+        self.best: LeaderboardRow | None = None
 
     def run_started(self, run: RunRecord) -> None:
         # Drawn only now, once the run passed validation, so refused input prints nothing else.
         if self.announce is not None:
             self.progress.console.print(self.announce(run))
-        self.agents: TaskID = self.progress.add_task(
-            "agents", total=self.max_agents, completed=self.done_agents, best="-", tokens="0"
+        self.run = run
+        config = RunConfig.from_dict(run.config)
+        built_in = {b["label"] for b in config.baselines if b.get("spec") is None}
+        # cot-sc takes its samples from CoT's cost, so CoT is scored too even when not asked for.
+        extra_cot = "cot-sc" in built_in and "cot" not in built_in
+        self.holdout_planned = config.confirm_top + len(config.baselines) + extra_cot
+        self.started_at = time.monotonic()
+        self.overall: TaskID = self.progress.add_task(
+            "designs", total=self.budget.max_agents, info="", deadline=None
         )
-        self.tasks: TaskID = self.progress.add_task(
-            "tasks", total=None, best="", tokens="", visible=False
+        self.current: TaskID = self.progress.add_task(
+            "", total=None, visible=False, info="", tail=""
         )
+        self._count_designs()
 
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
-        label = f"  {split}: {spec.describe()[:60]}"
-        self.progress.reset(self.tasks, total=n_tasks, completed=n_done, visible=True)
-        self.progress.update(self.tasks, description=label)
+        if split == "holdout":
+            if not self.holdout:
+                self._start_holdout()
+            self.running = self._holdout_role(spec)
+            label = f"  {self.running}"
+        elif n_tasks == len(self.run.search_task_ids):
+            self.running = "candidate"
+            self._count_designs()  # designs reused whole from the archive report nothing
+            label = f"  design {self.done + 1}{self._of_max()}"
+        else:  # a prompt refiner scores a parent on its own development items
+            self.running = "dev"
+            label = "  dev items"
+        self.items_left = n_tasks - n_done
+        self.progress.reset(
+            self.current, total=n_tasks, completed=n_done, visible=True, description=label
+        )
+        self.progress.update(self.current, info=spec.describe(), tail=f"{self.tokens:,} tokens")
+        self._update_eta()
 
     def task_finished(self, outcome: TaskOutcome) -> None:
         self.tokens += outcome.prompt_tokens + outcome.completion_tokens
-        self.progress.advance(self.tasks)
-        self.progress.update(self.agents, tokens=f"{self.tokens:,}")
+        self.items_run += 1
+        self.items_left = max(self.items_left - 1, 0)
+        self.progress.advance(self.current)
+        self.progress.update(self.current, tail=f"{self.tokens:,} tokens")
+        self._update_eta()
 
     def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
-        if split != "search" or evaluation.status != "complete":
-            return
-        mean = evaluation.mean if evaluation.mean is not None else 0.0
-        if not self.best >= mean:  # also replaces the initial NaN
-            self.best = mean
-        self.progress.update(self.agents, best=f"{self.best:.3f}")
-        self.progress.advance(self.agents)
+        role, self.running, self.items_left = self.running, "", 0
+        if role != "dev":
+            scored = summarize([r.score for r in self.archive.task_results(evaluation.id).values()])
+            agent = spec.spec_hash[:10]
+            if split == "holdout":
+                self.holdout_done += 1
+                self.progress.update(self.overall, completed=self.holdout_done)
+                line = f"holdout {role} {agent}: {_interval(scored)}"
+            else:
+                self._count_designs()
+                line = f"design {self.done}{self._of_max()} {agent}: {_interval(scored)}"
+                if evaluation.status == "pruned":
+                    line += ", dropped by racing"
+                elif self.best is not None and self.best.agent_hash == spec.spec_hash:
+                    line += ", best so far"
+            self.progress.console.print(line)
+        self._update_eta()
+
+    def _of_max(self) -> str:
+        return "" if self.budget.max_agents is None else f"/{self.budget.max_agents}"
+
+    def _count_designs(self) -> None:
+        """Designs finished and the best of them, ranked as the run's winner will be."""
+        self.done = self.archive.run_totals(self.run.name).n_finished
+        top = self.archive.leaderboard(run_name=self.run.name, limit=1)
+        self.best = top[0] if top else None
+        best = "-" if self.best is None else _ci(_summary(self.archive, self.best))
+        max_agents = self.budget.max_agents
+        to_go = "" if max_agents is None else f"{max(max_agents - self.done, 0)} to go, "
+        self.progress.update(self.overall, completed=self.done, info=f"{to_go}best {best}")
+
+    def _start_holdout(self) -> None:
+        """The winner is recorded now, on search scores alone: says so before any holdout item."""
+        self.holdout = True
+        self.run = self.archive.get_run(self.run.name)
+        winner = (self.run.winner_hash or "-")[:10]
+        search = "" if self.best is None else f" at {_interval(_summary(self.archive, self.best))}"
+        self.progress.console.print(
+            f"holdout: winner {winner} is fixed on the search items{search}; now it and the "
+            f"baselines are scored on {len(self.run.holdout_task_ids)} unseen items"
+        )
+        self.holdout_done = sum(  # a resume may find some of them scored already
+            e.status == "complete"
+            for e in self.archive.run_evaluations(self.run.name, split="holdout")
+        )
+        self.progress.reset(
+            self.overall,
+            total=max(self.holdout_planned, self.holdout_done + 1),
+            completed=self.holdout_done,
+            description="holdout",
+            info=f"winner {winner}, then the baselines",
+        )
+
+    def _holdout_role(self, spec: AgentSpec) -> str:
+        """Why the run scores `spec` on the holdout: winner, baseline or exploratory."""
+        roles = self.archive.run_roles(self.run.name)
+        entries = self.archive.run_evaluations(self.run.name, split="holdout")
+        return next(
+            (roles[e.id] for e in reversed(entries) if e.agent_hash == spec.spec_hash), "holdout"
+        )
+
+    def _update_eta(self) -> None:
+        seconds = self._seconds_left()
+        deadline = None if seconds is None else time.monotonic() + seconds
+        self.progress.update(self.overall, deadline=deadline)
+
+    def _seconds_left(self) -> float | None:
+        """Items still to run times this process's pace so far: an upper bound while racing drops
+        designs early; None before the first item, or with neither an agent nor a time budget."""
+        if not self.items_run:
+            return None
+        elapsed = time.monotonic() - self.started_at
+        pace = elapsed / self.items_run
+        waiting = self.holdout_planned - self.holdout_done - (self.holdout and bool(self.running))
+        holdout = pace * len(self.run.holdout_task_ids) * max(waiting, 0)
+        current = pace * self.items_left
+        if self.holdout:
+            return current + holdout
+        bounds = []
+        if self.budget.max_agents is not None:
+            unstarted = self.budget.max_agents - self.done - (self.running == "candidate")
+            bounds.append(current + pace * len(self.run.search_task_ids) * max(unstarted, 0))
+        if self.budget.max_minutes is not None:
+            spent = self.run.elapsed_s + elapsed
+            bounds.append(max(self.budget.max_minutes * 60 - spent, 0.0))
+        return min(bounds) + holdout if bounds else None
 
 
-def _progress() -> Progress:
+class _EtaColumn(ProgressColumn):
+    """The run's row: the time left, counting down between updates (rich's own estimate needs
+    steps faster than its 30-second window, and a design takes minutes). Other rows: `tail`."""
+
+    def render(self, task: Task) -> Text:
+        if "deadline" not in task.fields:
+            return Text(str(task.fields.get("tail", "")))
+        deadline = task.fields["deadline"]
+        if deadline is None:
+            return Text("ETA -:--:--")
+        return Text(f"ETA {timedelta(seconds=round(max(deadline - time.monotonic(), 0)))}")
+
+
+def _progress(out: Console | None = None) -> Progress:
+    """Two rows that fit 80 columns: the run (designs, then the holdout) and the current design."""
     return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
+        TextColumn("{task.description}", table_column=Column(no_wrap=True)),
+        BarColumn(bar_width=10),
         MofNCompleteColumn(),
-        TextColumn("best {task.fields[best]}  tokens {task.fields[tokens]}"),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),  # estimated from the pace so far
-        console=console,
+        TextColumn(
+            "{task.fields[info]}",
+            markup=False,
+            table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+        ),
+        _EtaColumn(),
+        console=out or console,
+        expand=True,
         transient=False,
     )
 
@@ -312,6 +467,81 @@ def _print_summary(archive: Archive, summary: RunSummary) -> None:
     _show(archive, run.name, limit=20)
 
 
+@dataclass(frozen=True)
+class _Placing:
+    """A leaderboard row as `show` reports it: its search score, its holdout check if any, and
+    its role in the run ("winner", "exploratory" when scored on the holdout after the winner was
+    fixed, else "candidate")."""
+
+    row: LeaderboardRow
+    search: ScoreSummary
+    holdout: ScoreSummary | None
+    role: str
+
+    @property
+    def gap(self) -> float | None:
+        return None if self.holdout is None else self.search.mean - self.holdout.mean
+
+    @property
+    def tokens_per_item(self) -> float:
+        return (self.row.prompt_tokens + self.row.completion_tokens) / max(self.row.n_tasks, 1)
+
+    @property
+    def s_per_item(self) -> float:
+        return self.row.wall_s / max(self.row.n_tasks, 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.row.rank,
+            "agent": self.row.agent_hash,
+            "role": self.role,
+            "design": AgentSpec.from_dict(self.row.spec).describe(),
+            "search": asdict(self.search),
+            "holdout": None if self.holdout is None else asdict(self.holdout),
+            "gap": self.gap,
+            "tokens_per_item": self.tokens_per_item,
+            "s_per_item": self.s_per_item,
+            "cost": self.row.cost,
+            "spec": self.row.spec,
+        }
+
+
+def _placings(
+    archive: Archive,
+    run: RunRecord | None,
+    *,
+    limit: int,
+    benchmark: str | None,
+    model: str | None,
+) -> list[_Placing]:
+    """The leaderboard on search scores (a run's, or across runs) with the holdout scores beside.
+
+    The winner was recorded on search scores before the holdout was touched; a holdout score of
+    any other design is exploratory and can never replace it.
+    """
+    run_name = None if run is None else run.name
+    rows = archive.leaderboard(run_name=run_name, benchmark=benchmark, model=model, limit=limit)
+    holdout = {
+        row.agent_hash: row
+        for row in archive.leaderboard(
+            run_name=run_name, benchmark=benchmark, model=model, split="holdout", limit=10_000
+        )
+    }
+    roles = {} if run is None else archive.run_roles(run.name)
+    placings = []
+    for row in rows:
+        check = holdout.get(row.agent_hash)
+        if run is not None and row.agent_hash == run.winner_hash:
+            role = "winner"
+        elif check is not None and roles.get(check.evaluation_id) == "exploratory":
+            role = "exploratory"
+        else:
+            role = "candidate"
+        confirmed = None if check is None else _summary(archive, check)
+        placings.append(_Placing(row, _summary(archive, row), confirmed, role))
+    return placings
+
+
 def _show(
     archive: Archive,
     run_name: str | None,
@@ -320,65 +550,105 @@ def _show(
     benchmark: str | None = None,
     model: str | None = None,
 ) -> None:
-    """A run's verdict, then its leaderboard on search scores with the holdout scores beside.
-
-    The winner was recorded on search scores before the holdout was touched; a holdout score of
-    any other design is exploratory and can never replace it.
-    """
-    rows = archive.leaderboard(run_name=run_name, benchmark=benchmark, model=model, limit=limit)
-    holdout = {
-        row.agent_hash: row
-        for row in archive.leaderboard(
-            run_name=run_name, benchmark=benchmark, model=model, split="holdout", limit=10_000
-        )
-    }
-    winner_hash, roles = None, {}
-    if run_name is not None:
-        run = archive.get_run(run_name)
-        winner_hash, roles = run.winner_hash, archive.run_roles(run_name)
+    """A run's verdict, then its leaderboard in two tables that fit 80 columns: the scores, then
+    what each design is and costs."""
+    run = None if run_name is None else archive.get_run(run_name)
+    placings = _placings(archive, run, limit=limit, benchmark=benchmark, model=model)
+    if run is not None:
         title = (
             f"{run.name}: {run.benchmark}, ranked on the search split "
             f"({len(run.search_task_ids)} items); holdout: {len(run.holdout_task_ids)} unseen items"
         )
-        for line in run_verdict(archive, run_name).headline():
+        for line in run_verdict(archive, run.name).headline():
             console.print(escape(line))
+        console.print()
     else:
         title = "all runs" + "".join(
             f", {what} {value}"
             for what, value in (("benchmark", benchmark), ("model", model))
             if value is not None
         )
-    searched = [_summary(archive, row) for row in rows]
-    confirmed = {h: _summary(archive, row) for h, row in holdout.items()}
-    table = Table(title=title, caption=_interval_caption([*searched, *confirmed.values()]))
-    for column in (
-        "#", "agent", "design", "search (95% CI)", "holdout (95% CI)", "gap", "tokens/item",
-        "s/item", "cost $",
-    ):  # fmt: skip
-        table.add_column(column, justify="left" if column in ("agent", "design") else "right")
-    for row, summary in zip(rows, searched, strict=True):
-        check = holdout.get(row.agent_hash)
-        note = ""
-        if check is not None and roles.get(check.evaluation_id) == "exploratory":
-            note = " exploratory"
-        n = max(row.n_tasks, 1)
-        table.add_row(
-            f"{row.rank} winner" if row.agent_hash == winner_hash else str(row.rank),
-            row.agent_hash[:10],
-            escape(AgentSpec.from_dict(row.spec).describe()),
-            _interval(summary),
-            _interval(confirmed[row.agent_hash]) + note if check else "-",
-            f"{row.mean - check.mean:+.3f}" if check else "-",
-            f"{(row.prompt_tokens + row.completion_tokens) / n:,.0f}",
-            f"{row.wall_s / n:.1f}",
-            f"{row.cost:.4f}",
+    summaries = [p.search for p in placings] + [p.holdout for p in placings if p.holdout]
+    # Borderless, so that the scores fit 80 columns whole and the designs get half of them.
+    style: dict[str, Any] = {"show_edge": False, "pad_edge": False, "collapse_padding": True}
+    scores = Table(caption=_interval_caption(summaries), box=box.SIMPLE_HEAD, **style)
+    designs = Table(box=box.SIMPLE_HEAD, **style)
+    for table, columns in (
+        (scores, ("#", "agent", "search (95% CI)", "n", "holdout (95% CI)", "n", "gap")),
+        (designs, ("agent", "tokens/item", "s/item", "cost $", "design")),
+    ):
+        for column in columns:
+            left = column in ("agent", "design")
+            table.add_column(
+                column,
+                justify="left" if left else "right",
+                no_wrap=column != "design",
+                overflow="fold",  # a long design breaks across lines, never cut short
+            )
+    for p in placings:
+        rank, agent = str(p.row.rank), p.row.agent_hash[:10]
+        mark = "*" if p.role == "exploratory" else ""
+        held = "-" if p.holdout is None else _ci(p.holdout) + mark
+        scores.add_row(
+            f"{rank} winner" if p.role == "winner" else rank,
+            agent,
+            _ci(p.search),
+            str(p.search.n),
+            held,
+            "-" if p.holdout is None else str(p.holdout.n),
+            "-" if p.gap is None else f"{p.gap:+.3f}",
         )
-    console.print(table)
-    if holdout:
-        console.print(
-            "gap = search - holdout; a large positive gap means the search overfit. "
-            "An exploratory holdout score came after the winner was fixed: never a verdict."
+        designs.add_row(
+            agent,
+            f"{p.tokens_per_item:,.0f}",
+            f"{p.s_per_item:.1f}",
+            f"{p.row.cost:.4f}",
+            escape(AgentSpec.from_dict(p.row.spec).describe()),
         )
+    console.print(f"[bold]{escape(title)}[/]")  # not the table's title: that wraps at its width
+    console.print(scores)
+    if any(p.holdout for p in placings):
+        console.print("gap = search - holdout; a large positive gap means the search overfit.")
+    if any(p.role == "exploratory" for p in placings):
+        console.print("* exploratory: scored on the holdout after the winner was fixed, no verdict")
+    console.print("\n[bold]the designs: cost and components[/]")
+    console.print(designs)
+
+
+def _show_json(
+    archive: Archive,
+    run_name: str | None,
+    *,
+    limit: int,
+    benchmark: str | None = None,
+    model: str | None = None,
+) -> dict[str, Any]:
+    """What `show` prints, for scripts: the verdict and the leaderboard with every interval's
+    method and n."""
+    run = None if run_name is None else archive.get_run(run_name)
+    verdict = None if run is None else run_verdict(archive, run.name)
+    return {
+        "run": None if run is None else run.name,
+        "benchmark": benchmark if run is None else run.benchmark,
+        "model": model if run is None else run.model,
+        "winner": None if run is None else run.winner_hash,
+        "verdict": [] if verdict is None else verdict.headline(),
+        "baselines": [
+            {
+                "label": b.label,
+                "agent": b.baseline_hash,
+                "comparison": asdict(b.comparison),
+                "winner_tokens_per_item": b.winner_tokens,
+                "baseline_tokens_per_item": b.baseline_tokens,
+            }
+            for b in (() if verdict is None else verdict.baselines)
+        ],
+        "overfit": None if verdict is None or verdict.overfit is None else asdict(verdict.overfit),
+        "leaderboard": [
+            p.to_json()
+            for p in _placings(archive, run, limit=limit, benchmark=benchmark, model=model)
+        ],
+    }
 
 
 def _summary(archive: Archive, row: LeaderboardRow) -> ScoreSummary:
@@ -387,8 +657,12 @@ def _summary(archive: Archive, row: LeaderboardRow) -> ScoreSummary:
     return summarize([r.score for r in archive.task_results(row.evaluation_id).values()])
 
 
+def _ci(summary: ScoreSummary) -> str:
+    return f"{summary.mean:.3f} [{summary.ci_low:.2f}, {summary.ci_high:.2f}]"
+
+
 def _interval(summary: ScoreSummary) -> str:
-    return f"{summary.mean:.3f} [{summary.ci_low:.2f}, {summary.ci_high:.2f}] n={summary.n}"
+    return f"{_ci(summary)} n={summary.n}"
 
 
 def _interval_caption(summaries: Sequence[ScoreSummary]) -> str:
@@ -433,7 +707,8 @@ def run(
     model: ModelOption = DEFAULT_MODEL,
     strategy: StrategyOption = "tpe",
     objective: ObjectiveOption = "score",
-    prune: PruneOption = False,
+    race: RaceOption = True,
+    race_alpha: RaceAlphaOption = 0.1,
     max_agents: MaxAgentsOption = 8,
     max_tokens: MaxTokensOption = None,
     max_minutes: MaxMinutesOption = None,
@@ -459,7 +734,8 @@ def run(
         model=model,
         strategy=strategy,
         objective=objective,
-        prune=prune,
+        race=race,
+        race_alpha=race_alpha,
         max_agents=max_agents,
         max_tokens=max_tokens,
         max_minutes=max_minutes,
@@ -479,8 +755,8 @@ def run(
         with _progress() as progress:
             reporter = _ProgressReporter(
                 progress,
-                config.budget.max_agents,
-                0,
+                archive,
+                config.budget,
                 announce=lambda run: (
                     f"run [bold]{run.name}[/] -> {archive.url}  (resume: agentdesign resume "
                     f"{run.name} --storage {storage})"
@@ -497,7 +773,8 @@ def worker(
     model: ModelOption = DEFAULT_MODEL,
     strategy: StrategyOption = "tpe",
     objective: ObjectiveOption = "score",
-    prune: PruneOption = False,
+    race: RaceOption = True,
+    race_alpha: RaceAlphaOption = 0.1,
     max_agents: MaxAgentsOption = 8,
     max_tokens: MaxTokensOption = None,
     max_minutes: MaxMinutesOption = None,
@@ -531,7 +808,8 @@ def worker(
         model=model,
         strategy=strategy,
         objective=objective,
-        prune=prune,
+        race=race,
+        race_alpha=race_alpha,
         max_agents=max_agents,
         max_tokens=max_tokens,
         max_minutes=max_minutes,
@@ -598,9 +876,8 @@ def resume(
         if max_agents is not None or max_tokens is not None or max_minutes is not None:
             budget = Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes)
         llm = None if llm_timeout is None else _chat_model(stored.api_base, llm_timeout)
-        done = archive.run_totals(name).n_complete
         with _progress() as progress:
-            reporter = _ProgressReporter(progress, budget.max_agents, done)
+            reporter = _ProgressReporter(progress, archive, budget)
             summary = resume_search(archive, name, budget=budget, llm=llm, reporter=reporter)
         _print_summary(archive, summary)
 
@@ -615,19 +892,27 @@ def show(
     benchmark: Annotated[str | None, typer.Option(help="only this benchmark")] = None,
     model: Annotated[str | None, typer.Option(help="only agents on this model")] = None,
     limit: Annotated[int, typer.Option(help="rows to show")] = 20,
+    as_json: JsonOption = False,
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """Print a leaderboard: search scores, the holdout confirmation and the gap between them.
 
     Without a run name but with --benchmark or --model, ranks agents across all runs.
     """
+    if lineage and as_json:
+        raise AgentDesignError("--json prints the leaderboard; it does not combine with --lineage")
     with _open(storage) as archive:
         if lineage:
             _show_lineage(archive, name)
             return
         across_runs = name is None and (benchmark is not None or model is not None)
         run_name = None if across_runs else name or _latest_run(archive)
-        _show(archive, run_name, limit=limit, benchmark=benchmark, model=model)
+        if as_json:
+            _print_json(
+                _show_json(archive, run_name, limit=limit, benchmark=benchmark, model=model)
+            )
+        else:
+            _show(archive, run_name, limit=limit, benchmark=benchmark, model=model)
 
 
 def _latest_run(archive: Archive) -> str:
@@ -724,6 +1009,7 @@ def evaluate(
         raise AgentDesignError(f"--items must be at least 1, got {items}")
     if task_timeout is not None and task_timeout <= 0:
         raise AgentDesignError(f"--task-timeout must be positive, got {task_timeout}")
+    check_concurrency(concurrency)  # here too, before the archive is opened (or made)
     split = split or ("holdout" if run_name is not None else "search")
     if split not in ("search", "holdout", "all"):
         raise AgentDesignError(f"--split must be search, holdout or all, not {split!r}")
@@ -813,44 +1099,112 @@ def report(
 
 
 @app.command()
-def benchmarks() -> None:
+def benchmarks(as_json: JsonOption = False) -> None:
     """List the benchmarks a run can use."""
+    found = [(name, get_benchmark(name)) for name in available_benchmarks()]
+    if as_json:
+        _print_json(
+            [
+                {"name": name, "tasks": len(bench.tasks()), "description": bench.description}
+                for name, bench in found
+            ]
+        )
+        return
     table = Table(
         title="benchmarks",
         caption="or your own data: --benchmark jsonl:data.jsonl (settings in data.yaml beside it)",
     )
-    table.add_column("name")
-    table.add_column("tasks", justify="right")
+    table.add_column("name", no_wrap=True)
+    table.add_column("tasks", justify="right", no_wrap=True)
     table.add_column("description")
-    for bench_name in available_benchmarks():
-        bench = get_benchmark(bench_name)
-        table.add_row(bench_name, str(len(bench.tasks())), escape(bench.description))
+    for name, bench in found:
+        table.add_row(name, str(len(bench.tasks())), escape(bench.description))
     console.print(table)
 
 
 @app.command()
-def components() -> None:
+def components(as_json: JsonOption = False) -> None:
     """List every component by slot, with its parameters, ranges and defaults."""
+    found = [
+        (slot, name, REGISTRY.get(slot, name)) for slot in SLOTS for name in REGISTRY.names(slot)
+    ]
+    if as_json:
+        _print_json(
+            [
+                {
+                    "slot": slot,
+                    "name": name,
+                    "description": _summary_line(cls),
+                    "parameters": [
+                        {
+                            "name": f"{slot}__{info.name}",
+                            "param": info.name,
+                            "kind": info.kind,
+                            "default": info.default,
+                            "low": info.low,
+                            "high": info.high,
+                            "log": info.log,
+                            "choices": info.choices,
+                            "searchable": info.searchable,
+                            "description": info.doc,
+                        }
+                        for info in cls.param_info()
+                    ],
+                }
+                for slot, name, cls in found
+            ]
+        )
+        return
+    # Two columns, so that at 80 the names stay whole and the descriptions get half the width.
     table = Table(title="components (flat names: slot, slot__param)")
-    for column in ("slot", "component", "parameter", "default", "range", "what it does"):
-        table.add_column(column)
+    table.add_column("slot, component, parameter", no_wrap=True)
+    table.add_column("what it does; default, searched range")
     for slot in SLOTS:
-        for comp_name in REGISTRY.names(slot):
-            cls = REGISTRY.get(slot, comp_name)
-            doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-            table.add_row(slot, comp_name, "", "", "", escape(doc))
+        in_slot = [(name, cls) for s, name, cls in found if s == slot]
+        table.add_row(f"[bold]{slot}[/]", f"slot: one of the {len(in_slot)} components below")
+        for name, cls in in_slot:
+            table.add_row(f"  [bold]{name}[/]", escape(_summary_line(cls)))
             for info in cls.param_info():
-                if info.choices is not None:
-                    span = ", ".join(map(str, info.choices))
-                elif info.low is not None:
-                    span = f"{info.low} .. {info.high}" + (" (log)" if info.log else "")
-                else:
-                    span = "fixed" if not info.searchable else ""
-                default = repr(info.default) if len(repr(info.default)) < 40 else "(text)"
-                table.add_row(
-                    "", "", f"{slot}__{info.name}", escape(default), span, escape(info.doc)
-                )
+                table.add_row(f"    {slot}__{info.name}", escape(_param_text(info)))
+        table.add_section()
     console.print(table)
+
+
+def _summary_line(cls: type[Component]) -> str:
+    """A component's docstring up to its first blank line, on one line."""
+    return " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+
+
+def _param_text(info: ParamInfo) -> str:
+    """A parameter's doc, default and range, as the components listing shows them."""
+    if info.choices is not None:
+        span = "one of " + ", ".join(map(str, info.choices))
+    elif info.low is not None:
+        span = f"in {info.low}..{info.high}" + (" (log)" if info.log else "")
+    else:
+        span = "searched" if info.searchable else "fixed"
+    default = repr(info.default) if len(repr(info.default)) < 40 else "a text"
+    return f"{info.doc}; default {default}, {span}"
+
+
+@app.command()
+def strategies(as_json: JsonOption = False) -> None:
+    """List the search strategies a run can use (--strategy)."""
+    listing = [{"name": name, "description": about} for name, (about, _) in STRATEGIES.items()]
+    if as_json:
+        _print_json(listing)
+        return
+    table = Table(title="strategies")
+    table.add_column("name", no_wrap=True)
+    table.add_column("how it proposes designs")
+    for entry in listing:
+        table.add_row(entry["name"], escape(entry["description"]))
+    console.print(table)
+
+
+def _print_json(data: object) -> None:
+    """Plain JSON on stdout: never wrapped or coloured by rich, whatever the terminal."""
+    typer.echo(json.dumps(data, indent=2, default=str))
 
 
 @app.command()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from agentdesign.components._embedded import embedded_threads
+from agentdesign.components._embedded import embedded_thread_choice
 from agentdesign.components._isolation import UNSAFE_ENV, current_isolation
 
 __all__ = ["DEFAULT_POSTGRES_URL", "POSTGRES_ENV", "Check", "run_checks"]
@@ -52,7 +52,8 @@ def _sandbox() -> Check:
 
 
 def _embedded() -> Check:
-    threads = f"{embedded_threads()} threads per engine ({os.cpu_count()} cores here)"
+    count, why = embedded_thread_choice()
+    threads = f"{count} threads per engine ({why})"
     if importlib.util.find_spec("xllamacpp") is None:
         return Check("embedded", False, f"{threads}; the xllamacpp runtime is not installed")
     return Check("embedded", True, threads)

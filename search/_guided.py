@@ -34,12 +34,14 @@ __all__ = ["GuidedStrategy"]
 class GuidedStrategy(Strategy):
     """Base of the value-guided strategies; subclasses choose how offspring are made and picked.
 
-    `n_initial` caps the pairwise cold start (None: the whole covering design); `explore` is k in
+    `n_initial` caps the pairwise cold start (default 8, so that the value model chooses from the
+    ninth proposal on; None: the whole covering design of 28-30 rows); `explore` is k in
     the screening bound mean + k * std; `n_candidates` designs are screened per proposal. With a
     `refiner`, every `refiner.every`-th proposal is instead the fittest design not yet refined with
     one prompt rewritten from its failures (unscreened: the model cannot read prompts).
     """
 
+    reads_prior: ClassVar[bool] = True
     # Operator mix of `_offspring`, by name: overridden by each subclass.
     operators: ClassVar[tuple[tuple[str, float], ...]] = (("crossover", 1.0),)
 
@@ -51,7 +53,7 @@ class GuidedStrategy(Strategy):
         objective: str = "score",
         n_candidates: int = 128,
         explore: float = 1.0,
-        n_initial: int | None = None,
+        n_initial: int | None = 8,
         population: int = 8,
         parent_temperature: float = 0.1,
         uniform_share: float = 0.2,

@@ -19,7 +19,7 @@ import time
 import warnings
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from agentdesign.archive import (
     EvaluationRecord,
     Heartbeat,
     RunRecord,
+    RunTotals,
     evaluate_agent,
     worker_id,
 )
@@ -46,8 +47,10 @@ from agentdesign.components import (
 )
 from agentdesign.evaluators import (
     Benchmark,
+    BenchmarkError,
     InteractiveBenchmark,
     TaskOutcome,
+    check_concurrency,
     episode_workflows,
     examples_from_tasks,
     get_benchmark,
@@ -55,6 +58,7 @@ from agentdesign.evaluators import (
     score_interval,
 )
 from agentdesign.search._base import ask_trial, history_from_study
+from agentdesign.search._racing import Racing
 from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._strategies import check_refinable, make_strategy
@@ -80,6 +84,10 @@ _MAX_REPEATS = 30
 # _GRACE_BEATS of them belongs to a dead worker and is taken over.
 DEFAULT_HEARTBEAT_S = 10
 _GRACE_BEATS = 3
+# Seconds that budget totals read from the archive, and elapsed time not yet written to it, may
+# lag within an evaluation: a read and a write per task cost more than the task itself at 64 tasks
+# at once (bench/concurrency.py). This worker's own tokens always count at once.
+_TOTALS_LAG_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,11 @@ class Budget:
             )
 
 
+def default_baselines() -> list[dict[str, Any]]:
+    """The built-in baselines (BASELINES) as a run stores them."""
+    return [{"label": name, "spec": None} for name in BASELINES]
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines a run; stored with it so `resume` rebuilds the same run."""
@@ -109,7 +122,11 @@ class RunConfig:
     model: str = "embedded/qwen2.5-coder-1.5b"
     strategy: str = "tpe"
     objective: str = "score"  # or "score-cost": tokens per task, minimized, as a second objective
-    prune: bool = False  # stop an agent early once it is clearly worse than the best (Wilcoxon)
+    # Racing (see Racing): a design is dropped at a stage where a paired test shows it clearly
+    # worse than the incumbent (one-sided p below race_alpha); runs stored before it race not.
+    race: bool = True
+    race_alpha: float = 0.1
+    race_first_stage: int = 4
     budget: Budget = field(default_factory=Budget)
     n_search: int = 10
     n_holdout: int = 10
@@ -127,9 +144,7 @@ class RunConfig:
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     # Hand-designed agents scored on the same holdout items as the winner, for the paired verdict:
     # {"label": name, "spec": None} for a built-in one (BASELINES), {"label", "spec": dict} else.
-    baselines: Sequence[Mapping[str, Any]] = field(
-        default_factory=lambda: [{"label": name, "spec": None} for name in BASELINES]
-    )
+    baselines: Sequence[Mapping[str, Any]] = field(default_factory=lambda: default_baselines())
     # Token caps, sample counts and temperatures are searched on a coarse grid (see SearchSpace),
     # so two designs never differ only by noise; runs stored before the grid keep their space.
     grid: bool = True
@@ -143,6 +158,12 @@ class RunConfig:
             raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
         if self.refine_every:
             check_refinable(self.strategy)
+        check_concurrency(self.concurrency)
+
+    def racing(self) -> Racing | None:
+        return (
+            Racing(alpha=self.race_alpha, first_stage=self.race_first_stage) if self.race else None
+        )
 
     def space(self) -> SearchSpace:
         return SearchSpace(
@@ -158,7 +179,9 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
-        fields = {"grid": False, **data}  # stored before the grid: searched without one
+        # Stored before the grid and racing: searched without them (a stored `prune` now races).
+        fields = {"grid": False, "race": bool(data.get("prune", False)), **data}
+        fields.pop("prune", None)
         fields["budget"] = Budget(**fields["budget"])
         fields["limits"] = {k: (v[0], v[1]) for k, v in fields.get("limits", {}).items()}
         return cls(**fields)
@@ -429,32 +452,40 @@ class _Search:
             objective=config.objective,
             refiner=self._refiner(every=config.refine_every) if config.refine_every else None,
         )
-        # Pruning compares per-task scores with the best trial's; optuna prunes one objective only.
-        self.pruning = config.prune and config.objective == "score"
+        # Racing compares scores; a score-cost search keeps cheap weak designs for its front.
+        self.racing = config.racing() if config.objective == "score" else None
         self.study = optuna.create_study(
             study_name=study_name(run.name),
             storage=self.storage,
             sampler=self.strategy.sampler(),
             directions=self.strategy.directions(),
-            pruner=optuna.pruners.WilcoxonPruner(p_threshold=0.1) if self.pruning else None,
             load_if_exists=True,
         )
         self._own_trials: set[int] = set()
         self._clock = time.monotonic()
+        self._totals: tuple[float, RunTotals] | None = None  # when read, what was read
+        self._tokens_since = 0  # this worker's, since then
 
     # -- budget --
 
-    def _charge_time(self) -> None:
+    def _charge_time(self, *, lag_s: float = 0.0) -> None:
+        """Adds the time since the last charge to the run's, unless under `lag_s` have passed."""
         now = time.monotonic()
+        if now - self._clock < lag_s:
+            return
         self.run = self.archive.update_run(self.run.name, add_elapsed_s=now - self._clock)
         self._clock = now
 
-    def _stop_reason(self) -> str | None:
+    def _stop_reason(self, *, lag_s: float = 0.0) -> str | None:
+        """Why the budget stops the run now, if it does; totals read up to `lag_s` ago will do."""
         budget = self.config.budget
-        totals = self.archive.run_totals(self.run.name)
-        if budget.max_agents is not None and totals.n_complete >= budget.max_agents:
-            return f"evaluated {totals.n_complete} agents"
-        tokens = totals.prompt_tokens + totals.completion_tokens
+        if self._totals is None or time.monotonic() - self._totals[0] >= lag_s:
+            self._totals = (time.monotonic(), self.archive.run_totals(self.run.name))
+            self._tokens_since = 0
+        totals = self._totals[1]
+        if budget.max_agents is not None and totals.n_finished >= budget.max_agents:
+            return f"evaluated {totals.n_finished} agents"
+        tokens = totals.prompt_tokens + totals.completion_tokens + self._tokens_since
         if budget.max_tokens is not None and tokens >= budget.max_tokens:
             return f"used {tokens} tokens"
         elapsed = self.run.elapsed_s + time.monotonic() - self._clock
@@ -465,8 +496,9 @@ class _Search:
     # -- the loop --
 
     def drive(self) -> RunSummary:
-        """Searches until the budget is spent, then confirms on holdout. A `ProviderError` marks
-        the run failed and stops it; a resume sets it running again and retries those tasks."""
+        """Searches until the budget is spent, then confirms on holdout. A `ProviderError`, or a
+        `BenchmarkError` such as the user's scorer raising, marks the run failed and stops it; a
+        resume (once the provider answers, or the scorer is fixed) retries those tasks."""
         self.archive.update_run(self.run.name, status="running")
         self.reporter.run_started(self.run)
         reason = None
@@ -487,7 +519,7 @@ class _Search:
                 trial, spec = work
                 with self._trial_heartbeat(trial):
                     if not self._admit(trial, spec):  # another worker took the last agent
-                        self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+                        self._finish_trial(trial.number, state=optuna.trial.TrialState.FAIL)
                         continue
                     evaluation = self._evaluate(spec, self.search_tasks, "search", trial)
                 if evaluation is None:
@@ -501,18 +533,19 @@ class _Search:
                     break
             self._wait_for_other_workers()
             holdout = self.finalize()
-        except ProviderError as exc:  # no score was made of it: stop, and keep all for a resume
+        except (ProviderError, BenchmarkError) as exc:  # no score was made of it: stop, keep all
             self.archive.update_run(self.run.name, status="failed")
-            raise ProviderError(
+            fixed = "the provider answers" if isinstance(exc, ProviderError) else "it is fixed"
+            raise type(exc)(
                 f"{exc}; run {self.run.name} stopped and is kept: `agentdesign resume "
-                f"{self.run.name}` runs those tasks again once the provider answers"
+                f"{self.run.name}` runs those tasks again once {fixed}"
             ) from exc
         finally:
             self._charge_time()
         totals = self.archive.run_totals(self.run.name)
         return RunSummary(
             run=self.run,
-            agents_done=totals.n_complete,
+            agents_done=totals.n_finished,
             tokens=totals.prompt_tokens + totals.completion_tokens,
             cost=totals.cost,
             elapsed_s=self.run.elapsed_s,
@@ -548,7 +581,9 @@ class _Search:
                     self.archive,
                     benchmark=self.benchmark.name,
                     unseen=self.run.holdout_task_ids,
-                ),
+                )
+                if self.strategy.reads_prior
+                else (),
             )
             trial = ask_trial(self.study, self.strategy, history)
         self._own_trials.add(trial.number)
@@ -665,14 +700,27 @@ class _Search:
     def _tell(self, number: int, evaluation: EvaluationRecord) -> None:
         """Score, or score and tokens per task; a pruned evaluation is told as pruned."""
         if evaluation.status == "pruned":
-            self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
+            self._finish_trial(number, state=optuna.trial.TrialState.PRUNED)
             return
         tokens = evaluation.tokens_per_item
         assert evaluation.mean is not None  # complete evaluations have one
         values = (
             [evaluation.mean] if self.config.objective == "score" else [evaluation.mean, tokens]
         )
-        self.study.tell(number, values)
+        self._finish_trial(number, values)
+
+    def _finish_trial(
+        self,
+        number: int,
+        values: Sequence[float] | None = None,
+        *,
+        state: optuna.trial.TrialState | None = None,
+    ) -> None:
+        """Tells optuna how a trial ended, unless another worker has failed it meanwhile: this one
+        was held up past its heartbeat, and that worker retries the design as a new trial
+        (`evaluate_agent` has logged the takeover), so there is nothing left to tell."""
+        with suppress(optuna.exceptions.UpdateFinishedTrialError):  # failed just now
+            self.study.tell(number, values, state=state, skip_if_finished=True)
 
     def _evaluate(
         self,
@@ -687,23 +735,32 @@ class _Search:
         under `role` (see `Archive.add_run_entry`).
 
         Returns None when the budget ran out part-way; the partial evaluation stays in the archive,
-        marked running, and a resume completes it. With pruning on, each task's score is reported
-        to the trial and an agent clearly worse than the best stops early, archived as "pruned".
+        marked running, and a resume completes it. With racing, a candidate clearly worse than the
+        incumbent at a stage stops there, archived as "pruned" (see `Racing`).
         """
         ran = False
         trial_number = None if trial is None else trial.number
-        pruning = trial if self.pruning and isinstance(trial, optuna.Trial) else None
-        steps = {task.id: step for step, task in enumerate(tasks)}
+        stages = (
+            set(self.racing.stages(len(tasks))) if self.racing and role == "candidate" else set()
+        )
         opened: list[EvaluationRecord] = []
         pruned = False
+        tested: set[int] = set()
+        n_results = 0  # counted here, so that a check between tasks reads nothing
 
         def should_prune() -> bool:
             nonlocal pruned
-            pruned = pruned or (pruning is not None and pruning.should_prune())
+            # Several tasks finishing together may pass a stage: it is tested once reached.
+            reached = {stage for stage in stages if stage <= n_results} - tested
+            if pruned or not reached or not opened:
+                return pruned
+            tested.update(reached)
+            pruned = self._trails_incumbent(spec, self.archive.task_results(opened[0].id))
             return pruned
 
         def started(evaluation: EvaluationRecord, n_done: int) -> None:
-            nonlocal ran
+            nonlocal ran, n_results
+            n_results = n_done
             self.archive.add_run_entry(
                 run_name=self.run.name,
                 agent_hash=spec.spec_hash,
@@ -717,9 +774,10 @@ class _Search:
                 self.reporter.agent_started(spec, len(tasks), n_done, split)
 
         def recorded(outcome: TaskOutcome) -> None:
-            self._charge_time()
-            if pruning is not None:
-                pruning.report(outcome.score, step=steps[outcome.task_id])
+            nonlocal n_results
+            n_results += 1
+            self._tokens_since += outcome.prompt_tokens + outcome.completion_tokens
+            self._charge_time(lag_s=_TOTALS_LAG_S)
             self.reporter.task_finished(outcome)
 
         # Token and time budgets may stop a search evaluation part-way; the holdout confirmation
@@ -738,7 +796,8 @@ class _Search:
             on_start=started,
             on_result=recorded,
             should_stop=lambda: (
-                split == "search" and (self._stop_reason() is not None or should_prune())
+                split == "search"
+                and (self._stop_reason(lag_s=_TOTALS_LAG_S) is not None or should_prune())
             ),
             lease_s=self.heartbeat_s * _GRACE_BEATS,
         )
@@ -747,6 +806,18 @@ class _Search:
         if evaluation is not None and ran:
             self.reporter.agent_finished(spec, evaluation, split)
         return evaluation
+
+    def _trails_incumbent(self, spec: AgentSpec, done: Mapping[str, TaskOutcome]) -> bool:
+        """Whether `spec`, with these search results so far, is clearly worse than the run's
+        best fully scored design on the items both have."""
+        assert self.racing is not None
+        top = self.archive.leaderboard(run_name=self.run.name, limit=1)
+        if not top or top[0].agent_hash == spec.spec_hash:
+            return False
+        incumbent = self.archive.task_results(top[0].evaluation_id)
+        return self.racing.clearly_worse(
+            {t: r.score for t, r in done.items()}, {t: r.score for t, r in incumbent.items()}
+        )
 
     def _record_pruned(self, evaluation_id: int) -> EvaluationRecord:
         """Closes a pruned evaluation with the mean of its tasks so far: never ranked complete."""

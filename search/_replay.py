@@ -60,11 +60,15 @@ __all__ = [
 @dataclass(frozen=True)
 class Evaluated:
     """One evaluation as a replay records it: the design actually evaluated (a table maps the
-    proposal to its nearest design), its score on each item it got, and the tokens it used."""
+    proposal to its nearest design), its score on each item it got, and the tokens it used.
+
+    `complete` is False for a design stopped before it got every item (racing): the study is told
+    it was pruned, as the live loop tells it."""
 
     spec: AgentSpec
     scores: tuple[float, ...]
     tokens: int
+    complete: bool = True
 
     @property
     def mean(self) -> float:
@@ -137,11 +141,14 @@ def drive(
         values = [result.mean]
         if strategy.objective == "score-cost":
             values.append(result.tokens / len(result.scores))
-        if result.spec.spec_hash == proposed.spec_hash:
-            trial.set_user_attr("spec", proposed.to_json())
-            study.tell(trial, values)
-        else:
+        if result.spec.spec_hash != proposed.spec_hash:
             _record(study, strategy, trial, result.spec, values)
+        else:
+            trial.set_user_attr("spec", proposed.to_json())
+            if result.complete:
+                study.tell(trial, values)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         done.append(result)
     return done
 

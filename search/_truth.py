@@ -472,7 +472,8 @@ class TruthWorld:
 # -- searches ------------------------------------------------------------------------------------
 
 # How a run scores one proposed design, given the evaluations so far: every search item (below),
-# or, for racing, a few first and more only while the design keeps up with the incumbent.
+# or, for racing, a few first and more only while the design keeps up with the incumbent (a design
+# stopped early is returned with `complete=False`: told as pruned, never reported).
 Schedule = Callable[[TruthWorld, AgentSpec, Sequence[Evaluated]], Evaluated]
 
 
@@ -495,7 +496,6 @@ class TruthRun:
 
     strategy: str
     seed: int
-    n_items: int
     evaluations: tuple[Evaluated, ...]
     accuracies: tuple[float, ...]
 
@@ -508,9 +508,7 @@ class TruthRun:
         """After each evaluation, the index of the design the run would report (-1: none yet)."""
         reported, best = [], -1
         for n, e in enumerate(self.evaluations):
-            if len(e.scores) == self.n_items and (
-                best < 0 or _rank(e) < _rank(self.evaluations[best])
-            ):
+            if e.complete and (best < 0 or _rank(e) < _rank(self.evaluations[best])):
                 best = n
             reported.append(best)
         return tuple(reported)
@@ -557,7 +555,6 @@ def truth_search(
     return TruthRun(
         strategy=name,
         seed=world.seed,
-        n_items=len(world.search_items),
         evaluations=tuple(done),
         accuracies=tuple(float(a) for a in world.accuracy([e.spec for e in done])),
     )

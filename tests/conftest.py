@@ -1,4 +1,5 @@
-"""Fixtures shared by the archive suites: a fresh database per test, SQLite or PostgreSQL.
+"""Fixtures shared by the suites: a fresh database per test, SQLite or PostgreSQL, and how fast
+the embedded SmolLM2 runs here (for the timeouts of the tests that run it).
 
 PostgreSQL tests use the server named by AGENTDESIGN_TEST_POSTGRES_URL, each in a fresh schema;
 without a server they are skipped, except in CI (`CI=true`), where that is a failure.
@@ -6,9 +7,13 @@ without a server they are skipped, except in CI (`CI=true`), where that is a fai
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -69,3 +74,60 @@ def archive_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def archive(archive_url: str) -> Iterator[Archive]:
     with Archive(archive_url) as opened:
         yield opened
+
+
+@dataclass(frozen=True)
+class EmbeddedSpeed:
+    """How fast SmolLM2 runs on this machine now, so that a test on it waits as long as the work
+    takes at that speed: a fixed timeout fails on a loaded machine, or waits for nothing on a
+    fast one. `seconds_per_token` covers a GSM8K-sized prompt's share too."""
+
+    load_s: float
+    seconds_per_token: float
+    factor: float = 3.0  # on top of token counts that are already upper bounds
+    startup_s: float = 60.0  # a fresh process importing agentdesign and litellm, loaded machine
+
+    def timeout(self, tokens: int, *, loads: int = 1) -> float:
+        """Seconds for a process that loads the model `loads` times and generates `tokens`."""
+        work = loads * self.load_s + tokens * self.seconds_per_token
+        return self.startup_s + self.factor * work
+
+
+_SPEED_PROBE = """
+import json, time
+from agentdesign.components import import_litellm
+from agentdesign.components._embedded import register_embedded_provider
+
+litellm = import_litellm()
+register_embedded_provider()
+model = "embedded/smollm2-135m"
+started = time.perf_counter()
+litellm.completion(model=model, messages=[{"role": "user", "content": "Hi"}], max_tokens=1)
+load_s = time.perf_counter() - started
+question = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in "
+    "May. How many clips did Natalia sell altogether in April and May? Think step by step."
+)
+started = time.perf_counter()
+reply = litellm.completion(
+    model=model, messages=[{"role": "user", "content": question}], max_tokens=64, temperature=0
+)
+spent = time.perf_counter() - started
+print(json.dumps([load_s, spent / max(reply.usage.completion_tokens, 1)]))
+"""
+
+
+@pytest.fixture(scope="session")
+def smollm2_speed() -> EmbeddedSpeed:
+    """SmolLM2's load time and seconds per token, measured once per session in a fresh process
+    (as the command line runs it), on whatever else this machine is doing at the time."""
+    probe = subprocess.run(
+        [sys.executable, "-c", _SPEED_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=900,  # only a machine too slow for any embedded test takes this long
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr
+    load_s, seconds_per_token = json.loads(probe.stdout.splitlines()[-1])
+    return EmbeddedSpeed(load_s=load_s, seconds_per_token=seconds_per_token)

@@ -631,7 +631,7 @@ def test_leaderboard_orders_by_mean_then_cost(archive: Archive) -> None:
 
 def test_run_totals_cover_every_entry(archive: Archive) -> None:
     _create_run(archive)
-    assert archive.run_totals("run-1") == RunTotals("run-1", 0, 0, 0, 0, 0.0, 0.0)
+    assert archive.run_totals("run-1") == RunTotals("run-1", 0, 0, 0, 0, 0, 0.0, 0.0)
     _evaluated(archive, "a", 0.5, cost=0.1, run_name="run-1")
     _evaluated(archive, "a", 0.5, cost=0.1, split="holdout", run_name="run-1")
     _evaluated(archive, "b", 0.2, cost=0.1, status="pruned", run_name="run-1")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import EmbeddedSpeed
 from test_report import assert_self_contained
 
 from agentdesign.components import REGISTRY, SLOTS
@@ -143,8 +144,17 @@ def test_listings(tmp_path: Path) -> None:
 
 
 @pytest.mark.embedded
-def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
-    """The whole product on the real embedded model: run, SIGKILL, resume, export, run it."""
+def test_real_search_kill_resume_and_export_on_smollm2(
+    tmp_path: Path, smollm2_speed: EmbeddedSpeed
+) -> None:
+    """The whole product on the real embedded model: run, SIGKILL, resume, export, run it.
+
+    Waits as long as the work takes at the speed measured now (see `EmbeddedSpeed`), with token
+    counts that bound it from above: a task of the tiny space makes at most about 6 calls of at
+    most 64 tokens; the holdout adds the CoT baseline (512-token calls) and CoT-SC (at most 9
+    samples of them).
+    """
+    task_tokens, cot_tokens = 400, 512
     db = tmp_path / "real.db"
     args = [
         "run",
@@ -167,7 +177,7 @@ def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
         [*CLI, *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     # Kill it hard as soon as some task results are committed.
-    deadline = 240.0
+    deadline = smollm2_speed.timeout(2 * task_tokens)
     import time
 
     started = time.monotonic()
@@ -180,7 +190,10 @@ def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
     committed = _task_rows(db)
     assert committed, "the run committed no task result before it was killed"
 
-    resumed = agentdesign("resume", "real", "--storage", str(db), cwd=tmp_path, timeout=600)
+    rest = 2 * 3 * task_tokens + 2 * task_tokens + 2 * cot_tokens + 2 * 9 * cot_tokens
+    resumed = agentdesign(
+        "resume", "real", "--storage", str(db), cwd=tmp_path, timeout=smollm2_speed.timeout(rest)
+    )
     assert resumed.returncode == 0, resumed.stderr
     after = _task_rows(db)
     assert all(after[key] == row for key, row in committed.items())  # nothing lost or redone
@@ -198,7 +211,7 @@ def test_real_search_kill_resume_and_export_on_smollm2(tmp_path: Path) -> None:
         cwd=standalone,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=smollm2_speed.timeout(task_tokens),
         check=False,
     )
     assert answered.returncode == 0, answered.stderr
@@ -255,19 +268,20 @@ def test_finalize_show_lineage_pareto_export_and_report(tmp_path: Path) -> None:
 
 
 @pytest.mark.embedded
-def test_evaluate_an_exported_spec_on_smollm2(tmp_path: Path) -> None:
+def test_evaluate_an_exported_spec_on_smollm2(tmp_path: Path, smollm2_speed: EmbeddedSpeed) -> None:
     reasoning = {"name": "direct", "params": {"max_tokens": 16}}
     spec = {"model": "embedded/smollm2-135m", "components": {"reasoning": reasoning}}
     (tmp_path / "spec.json").write_text(__import__("json").dumps(spec))
     args = ["evaluate", "spec.json", "--benchmark", "gsm8k", "--items", "1", "--storage", "e.db"]
-    result = agentdesign(*args, cwd=tmp_path, timeout=600)
+    timeout = smollm2_speed.timeout(16)  # one item, one direct call of at most 16 tokens
+    result = agentdesign(*args, cwd=tmp_path, timeout=timeout)
     assert result.returncode == 0, result.stderr
     assert (
         "score" in result.stdout
         and "95% CI" in result.stdout
         and "holdout (1 items)" in result.stdout
     )
-    again = agentdesign(*args, cwd=tmp_path, timeout=600)  # reused from the archive, not paid again
+    again = agentdesign(*args, cwd=tmp_path, timeout=timeout)  # reused, not paid again
     assert again.returncode == 0 and _count(tmp_path / "e.db", "ad_task_result") == 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 
@@ -211,3 +212,62 @@ def test_unsupported_and_oversized_requests_are_refused(litellm: ModuleType) -> 
     too_long = [{"role": "user", "content": "hi " * 5000}]
     with pytest.raises(litellm.BadRequestError, match="context size"):
         litellm.completion(model=SMOL, messages=too_long, max_tokens=8)
+
+
+# --- threads: the cores free to this process ------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_choice(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No thread count set from outside, and none measured yet in this process."""
+    monkeypatch.delenv("AGENTDESIGN_EMBEDDED_THREADS", raising=False)
+    _embedded._free_cores.cache_clear()
+    yield
+    _embedded._free_cores.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("cores", "busy", "threads"),
+    [
+        ({0, 1}, 0.1, 2),
+        ({0, 1}, 1.0, 1),  # beside one busy process, one thread (5.8 tokens/s, not 3.2)
+        ({0, 1}, 0.6, 1),
+        ({0, 1}, 5.0, 1),  # never fewer than one
+        ({0, 1, 2, 3}, 1.4, 3),
+    ],
+)
+@pytest.mark.usefixtures("fresh_choice")
+def test_threads_follow_the_cores_other_processes_leave_free(
+    monkeypatch: pytest.MonkeyPatch, cores: set[int], busy: float, threads: int
+) -> None:
+    monkeypatch.setattr(_embedded.os, "sched_getaffinity", lambda pid: cores)
+    monkeypatch.setattr(_embedded, "_busy_elsewhere", lambda cpus: busy)
+    assert _embedded.embedded_thread_choice()[0] == threads
+    monkeypatch.setattr(_embedded, "_busy_elsewhere", lambda cpus: 0.0)
+    assert _embedded.embedded_threads() == threads  # measured once per process, then kept
+
+
+@pytest.mark.usefixtures("fresh_choice")
+def test_threads_set_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTDESIGN_EMBEDDED_THREADS", "3")
+    assert _embedded.embedded_thread_choice() == (3, "set by AGENTDESIGN_EMBEDDED_THREADS")
+    for wrong in ("0", "two", "-1"):
+        monkeypatch.setenv("AGENTDESIGN_EMBEDDED_THREADS", wrong)
+        with pytest.raises(ModelUnavailableError, match="must be a whole number >= 1"):
+            _embedded.embedded_threads()
+
+
+def test_the_busy_share_leaves_out_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the watch two CPUs ticked 200 times, 200 of them busy, 100 of those this process's
+    own: the others kept one core busy."""
+    ticks = iter([(100, 400), (300, 600)])
+    own = iter([50, 150])
+    monkeypatch.setattr(_embedded, "_cpu_ticks", lambda cpus: next(ticks))
+    monkeypatch.setattr(_embedded, "_own_ticks", lambda: next(own))
+    monkeypatch.setattr(_embedded, "_LOAD_SAMPLE_S", 0.0)
+    assert _embedded._busy_elsewhere([0, 1]) == 1.0
+
+
+def test_the_busy_share_is_read_from_this_machine() -> None:
+    cpus = sorted(_embedded.os.sched_getaffinity(0))
+    assert 0.0 <= _embedded._busy_elsewhere(cpus) <= len(cpus)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +14,13 @@ import pytest
 from agentdesign.components import (
     REGISTRY,
     SLOTS,
+    AgentDesignError,
     AgentSpec,
     Example,
     FakeChatModel,
     build_agent,
     render_standalone,
+    write_agent_files,
 )
 from agentdesign.components._export import _INLINED
 from agentdesign.components._runtime import Message
@@ -183,3 +185,62 @@ def test_inlined_modules_import_nothing_of_the_package_and_share_no_names() -> N
         if isinstance(node, (ast.Import, ast.ImportFrom))
     }
     assert not {m for m in imported if (m or "").startswith("agentdesign")}
+
+
+# --- writing the files: both or neither, never half an export -------------------------------------
+
+
+def test_agent_files_are_written_together(tmp_path: Path) -> None:
+    spec = EXPORT_SPECS[1]
+    spec_json, py = write_agent_files(spec, train_examples=POOL, out=tmp_path / "out")
+    assert spec_json.name == f"agent_{spec.spec_hash[:10]}.json"
+    assert py == spec_json.with_suffix(".py")
+    assert AgentSpec.from_json(spec_json.read_text()) == spec
+    assert py.read_text() == render_standalone(spec, train_examples=POOL, filename=py.name)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [spec_json.name, py.name]
+
+
+@pytest.mark.parametrize("failing_call", [1, 2, 3, 4])
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_failure_between_the_writes_leaves_no_json_without_its_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_call: int, failure: BaseException
+) -> None:
+    """Each write and each rename in turn fails (a full disk, or the process interrupted): an
+    agent's .json is never left without its .py, and no temporary is left behind."""
+    out = tmp_path / "out"
+    calls = 0
+
+    def failing_at(real: Callable[..., Any]) -> Callable[..., Any]:
+        def call(self: Path, *args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == failing_call:
+                raise failure
+            return real(self, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(Path, "write_text", failing_at(Path.write_text))
+    monkeypatch.setattr(Path, "replace", failing_at(Path.replace))
+    if isinstance(failure, OSError):
+        with pytest.raises(AgentDesignError, match="No space left on device"):
+            write_agent_files(EXPORT_SPECS[0], train_examples=POOL, out=out)
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            write_agent_files(EXPORT_SPECS[0], train_examples=POOL, out=out)
+    monkeypatch.undo()
+    names = {p.name for p in out.iterdir()}
+    assert not {n for n in names if n.endswith(".tmp")}, names
+    assert all(n.removesuffix(".json") + ".py" in names for n in names if n.endswith(".json"))
+
+
+def test_an_export_into_a_file_or_an_impossible_folder_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("kept\n")
+    for out, reason in [
+        (tmp_path / "afile", "it is not a directory"),
+        (tmp_path / "afile" / "sub", "Not a directory"),
+        (Path("/proc/agentdesign-export"), "No such file or directory"),
+    ]:
+        with pytest.raises(AgentDesignError, match=f"cannot export into {out}: {reason}"):
+            write_agent_files(EXPORT_SPECS[0], train_examples=POOL, out=out)
+    assert (tmp_path / "afile").read_text() == "kept\n"

@@ -195,7 +195,8 @@ def test_the_embedded_model_refines_a_prompt() -> None:
     "leak",
     [
         " For example, 2 + 3 gives 5.",  # a shown gold answer
-        " Think of tasks like: a robe takes 2 bolts of blue fiber and half that much.",  # a question
+        # a shown question
+        " Think of tasks like: a robe takes 2 bolts of blue fiber and half that much.",
     ],
 )
 def test_a_rewrite_that_carries_a_shown_task_is_rejected(leak: str) -> None:

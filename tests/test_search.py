@@ -44,6 +44,7 @@ def config(name: str, **overrides: object) -> RunConfig:
         "n_search": 5,
         "n_holdout": 3,
         "strategy": "random",
+        "race": False,  # every design on every search item: these tests count them
     }
     values.update(overrides)
     return RunConfig(**values)  # type: ignore[arg-type]

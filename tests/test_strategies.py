@@ -189,16 +189,21 @@ def test_an_unknown_objective_is_refused_before_anything_is_written(archive: Arc
     assert archive.list_runs() == []
 
 
-def test_the_pruner_stops_a_clearly_worse_agent_and_records_it_as_pruned(archive: Archive) -> None:
+def test_racing_stops_a_clearly_worse_agent_at_a_stage_as_pruned(archive: Archive) -> None:
     # cot answers every item right; direct gets every one wrong: once a cot agent is the best,
-    # a direct agent is clearly worse after a few items.
+    # a direct agent is clearly worse at the first stage (4 items lost in a row).
     cfg = config(
         "prune",
         "random",
-        prune=True,
         n_search=12,
         budget=Budget(max_agents=4),
-        choices={**QUICK["choices"], "memory": ["none"], "tool": ["none"]},
+        choices={
+            **QUICK["choices"],
+            "workflow": ["single"],
+            "reasoning": ["direct", "cot"],
+            "memory": ["none"],
+            "tool": ["none"],
+        },
     )
     run_search(archive, cfg, llm=FakeChatModel(cot_is_right))
     trials = _trials(archive, "prune")
@@ -217,7 +222,7 @@ def test_the_pruner_stops_a_clearly_worse_agent_and_records_it_as_pruned(archive
         task_ids=archive.get_run("prune").search_task_ids,
         split="search",
     )
-    assert stopped.status == "pruned" and 0 < stopped.n_done < stopped.n_planned
+    assert stopped.status == "pruned" and stopped.n_done == 4 < stopped.n_planned
 
 
 def test_the_covering_design_has_every_pair_of_components() -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -12,7 +13,15 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from agentdesign.components import AgentDesignError, AgentSpec
-from agentdesign.search import ReplayTable, make_strategy, rank_correlation, split_half_reliability
+from agentdesign.search import (
+    History,
+    Proposal,
+    ReplayTable,
+    Strategy,
+    make_strategy,
+    rank_correlation,
+    split_half_reliability,
+)
 from agentdesign.search._replay import Evaluated
 from agentdesign.search._truth import (
     Calibration,
@@ -123,22 +132,29 @@ def test_strategies_search_a_world_and_report_their_best_observed_design(
             assert again.evaluations == run.evaluations  # paired: same world, same luck
 
 
+class Watching(Strategy):
+    """Random designs (the base sampler), noting the states of the history it was shown."""
+
+    seen: tuple[str, ...] = ()
+
+    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+        self.seen = tuple(o.state for o in history.observations)
+        return None
+
+
 def test_a_schedule_can_score_a_design_on_fewer_items_and_it_is_never_reported(
     calibration: Calibration,
 ) -> None:
-    """The hook racing needs: only designs scored on every search item can be reported."""
+    """The hook racing needs: a design stopped early is told as pruned, and never reported."""
     world = TruthWorld(calibration, seed=0, n_items=200, n_search=10)
 
     def first_only(world: TruthWorld, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
-        items = world.search_items if not done else world.search_items[:3]
-        return world.evaluate(spec, items)
+        if not done:
+            return world.evaluate(spec, world.search_items)
+        return dataclasses.replace(world.evaluate(spec, world.search_items[:3]), complete=False)
 
-    run = truth_search(
-        world,
-        make_strategy("random", space=world.space, seed=0),
-        name="racing-like",
-        stop=_first(8),
-        schedule=first_only,
-    )
+    strategy = Watching(space=world.space, seed=0)
+    run = truth_search(world, strategy, name="racing-like", stop=_first(8), schedule=first_only)
     assert [len(e.scores) for e in run.evaluations] == [10] + [3] * 7
+    assert strategy.seen == ("complete",) + ("pruned",) * 6
     assert run.accuracy_after(8) == run.accuracies[0]

@@ -7,6 +7,7 @@ logs every task it ran and committed; no (agent, split, task) may appear twice a
 from __future__ import annotations
 
 import json
+import logging
 import random
 import signal
 import sqlite3
@@ -16,7 +17,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import optuna
 import pytest
 
 from agentdesign.archive import Archive
@@ -178,3 +181,59 @@ def _rows(db: Path) -> dict[tuple[int, str], tuple[object, ...]]:
     except sqlite3.OperationalError:  # the tables are not made yet
         return {}
     return {(r[0], r[1]): tuple(r[2:]) for r in rows}
+
+
+def test_a_worker_held_up_past_its_lease_abandons_the_lost_work_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker stopped (as by SIGSTOP) in the middle of a task while another fails its trial and
+    takes its evaluation over: once it goes on, it records nothing twice, runs no task of the lost
+    evaluation again, tells optuna nothing about the failed trial, logs one line, and carries on
+    with new designs. Simulated without timing: the held-up worker's model call is where the
+    other worker runs, so on SQLite (where any trial another process holds is stale) it always
+    finds the first worker's trial to take over."""
+    from agentdesign.components import FakeChatModel
+    from agentdesign.search import Budget, RunConfig
+    from agentdesign.search._loop import resume_search, run_worker
+
+    def answer(model: str, messages: object, temperature: float, seed: int | None) -> str:
+        return "Answer: 3"
+
+    takeover = FakeChatModel(answer)
+    held_up_calls = 0
+
+    def held_up(model: str, messages: object, temperature: float, seed: int | None) -> str:
+        nonlocal held_up_calls
+        held_up_calls += 1
+        if held_up_calls == 1:  # "stopped" here: the other worker does the whole first design
+            resume_search(archive, "held", budget=Budget(max_agents=1), llm=takeover)
+        return answer(model, messages, temperature, seed)
+
+    config = RunConfig(
+        name="held", model="fake/model", strategy="random", budget=Budget(max_agents=3),
+        n_search=3, n_holdout=1, baselines=[],
+    )  # fmt: skip
+    with Archive(f"sqlite:///{tmp_path / 'held.db'}") as archive:
+        recorded: list[bool] = []
+        add_task_result = archive.add_task_result
+
+        def add_and_note(evaluation_id: int, outcome: Any) -> bool:
+            recorded.append(add_task_result(evaluation_id, outcome))
+            return recorded[-1]
+
+        archive.add_task_result = add_and_note  # type: ignore[method-assign]
+        with caplog.at_level(logging.WARNING):
+            summary = run_worker(archive, config, llm=FakeChatModel(held_up))
+        assert summary.agents_done == 3  # it went on with new designs after the lost one
+        assert recorded.count(False) == 1  # only the task in flight was refused, none run again
+        taken_over = [r for r in caplog.records if "taken over by another process" in r.message]
+        assert len(taken_over) == 1
+        entries = archive.run_evaluations("held")
+        first = entries[0]
+        assert len(archive.task_results(first.id)) == 3 and first.status == "complete"
+        assert archive.get_run("held").status == "finished"
+        study = optuna.load_study(study_name="agentdesign/held", storage=archive.url)
+        states = [t.state for t in study.get_trials(deepcopy=False)]
+    # the held-up worker's trial, failed by the other; its retry, told by the other; two more
+    assert states.count(optuna.trial.TrialState.FAIL) == 1
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 3
