@@ -29,6 +29,7 @@ from optuna.storages._rdb.models import SCHEMA_VERSION as OPTUNA_SCHEMA_VERSION
 from sqlalchemy import (
     URL,
     Connection,
+    bindparam,
     case,
     create_engine,
     distinct,
@@ -379,17 +380,17 @@ class Archive:
         Returns False, changing nothing, when the task is already recorded.
         """
         row = _task_result_row(evaluation_id, outcome)
+        ids = {"evaluation": evaluation_id, "task": outcome.task_id}
         with self._write_session() as session:
-            evaluation = self._evaluation_row(session, evaluation_id, lock=True)
-            if outcome.task_id not in evaluation.task_ids:
+            # Its task ids alone, locked so that concurrent writers of its results take turns.
+            task_ids = session.execute(_TASK_IDS, ids).scalar_one_or_none()
+            if task_ids is None:
+                raise ArchiveError(f"no evaluation with id {evaluation_id} in {self._shown_url}")
+            if outcome.task_id not in task_ids:
                 raise ArchiveError(
                     f"task {outcome.task_id!r} is not among the tasks of evaluation {evaluation_id}"
                 )
-            recorded = select(TaskResultRow.id).where(
-                col(TaskResultRow.evaluation_id) == evaluation_id,
-                col(TaskResultRow.task_id) == outcome.task_id,
-            )
-            if session.exec(recorded).first() is not None:
+            if session.execute(_RECORDED, ids).first() is not None:
                 return False
             session.add(row)
             try:
@@ -399,17 +400,15 @@ class Archive:
             # Added in SQL, in the transaction that inserts the row: as exact as summing every
             # result again (`_refresh_totals`), which grew with the evaluation, per task.
             session.exec(
-                update(EvaluationRow)
-                .where(col(EvaluationRow.id) == evaluation_id)
-                .values(
-                    n_done=col(EvaluationRow.n_done) + 1,
-                    prompt_tokens=col(EvaluationRow.prompt_tokens) + row.prompt_tokens,
-                    completion_tokens=col(EvaluationRow.completion_tokens) + row.completion_tokens,
-                    cost=col(EvaluationRow.cost) + row.cost,
-                    wall_s=col(EvaluationRow.wall_s) + row.latency_s,
-                    updated_at=_now(),
-                )
-                .execution_options(synchronize_session=False)
+                _ADD_RESULT,
+                params={
+                    "evaluation": evaluation_id,
+                    "add_prompt": row.prompt_tokens,
+                    "add_completion": row.completion_tokens,
+                    "add_cost": row.cost,
+                    "add_wall": row.latency_s,
+                    "now": _now(),
+                },
             )
             session.commit()
             return True
@@ -820,12 +819,16 @@ class Archive:
         with self._engine.connect() as conn, conn.begin():
             if not self.single_writer:  # SQLite: optuna's own connection must be free to write
                 _lock_for_set_up(conn)
-            return optuna.storages.RDBStorage(
+            storage = optuna.storages.RDBStorage(
                 self.url,
                 heartbeat_interval=heartbeat_interval,
                 grace_period=grace_period,
                 heartbeat_stale_trial_callback=stale_trial_callback,
             )
+        if _sqlite_file(self._url) is not None:  # optuna's commits as the archive's, no fsync
+            event.listen(storage.engine, "connect", _sqlite_sync_normal)
+            storage.engine.dispose()  # its connections so far reopen with it
+        return storage
 
     def _ranked(
         self,
@@ -1024,6 +1027,15 @@ def _configure_sqlite(dbapi_connection: Any, _connection_record: Any) -> None:
         cursor.close()
 
 
+def _sqlite_sync_normal(dbapi_connection: Any, _connection_record: Any) -> None:
+    """See `_configure_sqlite`."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
 def _lock_for_set_up(conn: Connection) -> None:
     """Makes processes that open a new archive at once take turns, so only one creates it."""
     if conn.dialect.name == "postgresql":
@@ -1108,6 +1120,33 @@ def _get_or_insert(session: Session, row: _Row, find: Callable[[], _Row | None])
 
 def _find_agent(session: Session, spec_hash: str) -> AgentRow | None:
     return session.exec(select(AgentRow).where(col(AgentRow.spec_hash) == spec_hash)).first()
+
+
+# The statements `add_task_result` runs for every task, built once: building them took longer
+# than running them. An evaluation's task ids, locked; whether a task has its result; the
+# result's counts added to its evaluation's totals.
+_TASK_IDS = (
+    sql_select(col(EvaluationRow.task_ids))
+    .where(col(EvaluationRow.id) == bindparam("evaluation"))
+    .with_for_update()
+)
+_RECORDED = sql_select(col(TaskResultRow.id)).where(
+    col(TaskResultRow.evaluation_id) == bindparam("evaluation"),
+    col(TaskResultRow.task_id) == bindparam("task"),
+)
+_ADD_RESULT = (
+    update(EvaluationRow)
+    .where(col(EvaluationRow.id) == bindparam("evaluation"))
+    .values(
+        n_done=col(EvaluationRow.n_done) + 1,
+        prompt_tokens=col(EvaluationRow.prompt_tokens) + bindparam("add_prompt"),
+        completion_tokens=col(EvaluationRow.completion_tokens) + bindparam("add_completion"),
+        cost=col(EvaluationRow.cost) + bindparam("add_cost"),
+        wall_s=col(EvaluationRow.wall_s) + bindparam("add_wall"),
+        updated_at=bindparam("now"),
+    )
+    .execution_options(synchronize_session=False)
+)
 
 
 def _refresh_totals(session: Session, evaluation_id: int, **values: Any) -> None:

@@ -1,22 +1,26 @@
-"""Tasks per second of a search against a hosted model at 1, 8, 32 and 64 tasks at once, and the
-engine's own CPU time per task.
+"""Tasks per second of a search against a hosted model at 1, 8, 32 and 64 tasks at once, against
+the latency-bound ideal, and the engine's own CPU time per task.
 
     nice -n 10 .venv/bin/python bench/concurrency.py [--concurrency 1 8 32 64] [--latency 0.5]
-        [--agents 4] [--waves 4]
+        [--designs 4] [--waves 4]
 
-The model is an OpenAI-compatible server written here, run in a child process on 127.0.0.1 (so
-its CPU is not the engine's), that answers every chat completion "Answer: 0" after `--latency`
-seconds and stops itself after a deadline. Each setting runs `run_search` as `agentdesign run`
-does, through litellm with the response cache, on a fresh SQLite archive and a fresh, empty
-cache directory: `--agents` GSM8K designs of one model call per item (single-pass workflows,
-searched over reasoning style, few-shot memory and token cap), `--waves` x concurrency search items
-each (at least 16), no holdout.
+The model is an OpenAI-compatible server written here, run in a child process on 127.0.0.1 so
+that its CPU time is not counted as the engine's. It answers every chat completion "Answer: 0",
+with usage, after `--latency` seconds, and stops itself after a deadline if the bench has not
+stopped it first. Each setting calls `run_search` the way `agentdesign run` does: through litellm
+and the response cache, on a fresh SQLite archive with an empty cache directory. It runs
+`--designs` GSM8K designs that make one model call per item (single-pass workflows, searched over
+reasoning style, few-shot memory and token cap), each on `--waves` x concurrency search items
+(at least 16), with no holdout.
 
-Ideal is the latency bound: every evaluation takes ceil(items / concurrency) x latency. The CPU
-columns are this process's CPU time over the run, per task: all of it, the part a bare
-`litellm.completion` takes per call (measured beside, at the same concurrency), and the rest,
-which is the engine's (agent, response cache, archive writes, optuna, bookkeeping). The server
-also reports the most requests it held at once, which shows any cap on concurrency.
+Ideal is the latency bound: each design takes ceil(items / concurrency) x latency. The CPU
+columns are this process's CPU time while designs are evaluated, divided by the tasks: all of it,
+then the part that a bare `litellm.completion` call takes (measured next, at the same concurrency,
+against the same server), then the rest, which is the engine's own per task (agent, response
+cache, archive writes, bookkeeping). One Python process runs at most 1000 / (CPU ms per task)
+tasks a second, however many are in flight. The CPU spent outside the evaluations (setting the
+run up, proposing each design, optuna) is shown per design. "Peak in flight" is the most requests
+the server held at once, which would show a cap on concurrency such as a connection pool.
 """
 
 from __future__ import annotations
@@ -34,20 +38,19 @@ import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from _common import markdown_table
 
-from agentdesign.archive import Archive
-from agentdesign.components import import_litellm
-from agentdesign.search import Budget, RunConfig, run_search
+from agentdesign.archive import Archive, EvaluationRecord
+from agentdesign.components import AgentSpec, import_litellm
+from agentdesign.search import Budget, Reporter, RunConfig, run_search
 
 MODEL = "openai/fake"
 MIN_ITEMS = 16
-# One model call per item, so a task's time is the server's latency and nothing else.
+# Single-pass designs, so that each task is exactly one call and its time the server's latency.
 CHOICES = {
     "workflow": ("single",),
     "planning": ("none",),
@@ -59,30 +62,27 @@ CHOICES = {
 LIMITS = {"reasoning__max_tokens": (64, 512), "memory__k": (1, 3)}
 
 
-# -- the server (child process) -------------------------------------------------------------------
+# -- the model server (a child process) -----------------------------------------------------------
 
 
 def serve(latency_s: float, serve_for_s: float) -> None:
-    """Serves chat completions on 127.0.0.1 after `latency_s`, and GET /stats, until killed or
-    `serve_for_s` has passed; prints its port first."""
+    """Answers chat completions after `latency_s`, and GET /stats, on 127.0.0.1 until killed or
+    until `serve_for_s` has passed; prints its port first."""
     lock = threading.Lock()
     stats = {"requests": 0, "in_flight": 0, "peak": 0}
 
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as a hosted provider does
+        protocol_version = "HTTP/1.1"  # keep-alive, as hosted providers serve
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def do_GET(self) -> None:
             with lock:
-                self._reply(200, {k: stats[k] for k in ("requests", "peak")})
+                self._reply({"requests": stats["requests"], "peak": stats["peak"]})
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            if not self.path.endswith("/chat/completions"):
-                self._reply(404, {"error": {"message": f"no {self.path}"}})
-                return
             with lock:
                 stats["requests"] += 1
                 stats["in_flight"] += 1
@@ -90,11 +90,11 @@ def serve(latency_s: float, serve_for_s: float) -> None:
             time.sleep(latency_s)
             with lock:
                 stats["in_flight"] -= 1
-            self._reply(200, _completion(prompt_tokens=len(body) // 4))
+            self._reply(_completion(prompt_tokens=len(body) // 4))
 
-        def _reply(self, status: int, payload: dict[str, Any]) -> None:
+        def _reply(self, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
-            self.send_response(status)
+            self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -102,24 +102,22 @@ def serve(latency_s: float, serve_for_s: float) -> None:
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
-        request_queue_size = 256  # 64 clients connecting at once must not wait on the backlog
+        request_queue_size = 256  # the default backlog of 5 drops some of 64 connections at once
 
-    server = Server(("127.0.0.1", 0), Handler)
-    print(server.server_address[1], flush=True)
-    threading.Timer(serve_for_s, server.shutdown).start()
-    server.serve_forever(poll_interval=0.1)
+    with Server(("127.0.0.1", 0), Handler) as server:
+        print(server.server_address[1], flush=True)
+        threading.Timer(serve_for_s, server.shutdown).start()
+        server.serve_forever(poll_interval=0.1)
 
 
 def _completion(*, prompt_tokens: int) -> dict[str, Any]:
-    text = "Answer: 0"
+    message = {"role": "assistant", "content": "Answer: 0"}
     return {
         "id": "chatcmpl-bench",
         "object": "chat.completion",
         "created": 0,
         "model": "fake",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": 3,
@@ -129,8 +127,8 @@ def _completion(*, prompt_tokens: int) -> dict[str, Any]:
 
 
 @contextmanager
-def server(latency_s: float, serve_for_s: float) -> Iterator[str]:
-    """The server's base URL while it runs in a child process; stopped on the way out."""
+def model_server(latency_s: float, serve_for_s: float) -> Iterator[str]:
+    """The base URL of a server running in a child process, stopped on the way out."""
     command = [sys.executable, __file__, "--serve", "--latency", str(latency_s)]
     command += ["--serve-for", str(serve_for_s)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -141,7 +139,7 @@ def server(latency_s: float, serve_for_s: float) -> Iterator[str]:
     finally:
         process.terminate()
         try:
-            process.wait(timeout=5)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -156,80 +154,99 @@ def server_stats(url: str) -> dict[str, int]:
 # -- the bench ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Setting:
-    concurrency: int
-    agents: int
-    items: int
-    latency_s: float
+@contextmanager
+def cache_dir(path: Path) -> Iterator[None]:
+    """AGENTDESIGN_CACHE_DIR set to `path`, so that no response is cached from an earlier run."""
+    before = os.environ.get("AGENTDESIGN_CACHE_DIR")
+    os.environ["AGENTDESIGN_CACHE_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["AGENTDESIGN_CACHE_DIR"]
+        else:
+            os.environ["AGENTDESIGN_CACHE_DIR"] = before
 
-    @property
-    def ideal_s(self) -> float:
-        return self.agents * math.ceil(self.items / self.concurrency) * self.latency_s
+
+class EvaluationClock(Reporter):
+    """Adds up the process's CPU time while designs are evaluated: the per-task work, apart from
+    what a run and each design cost once."""
+
+    def __init__(self) -> None:
+        self.cpu_s = 0.0
+        self._since: float | None = None
+
+    def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
+        self._since = time.process_time()
+
+    def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
+        if self._since is not None:
+            self.cpu_s += time.process_time() - self._since
+            self._since = None
 
 
 def litellm_cpu_per_call(url: str, concurrency: int, calls: int) -> float:
-    """CPU seconds of this process per bare `litellm.completion` call, `concurrency` at once."""
+    """CPU seconds this process spends per bare `litellm.completion` call, `concurrency` at once."""
     litellm = import_litellm()
 
     def call(i: int) -> None:
         messages = [{"role": "user", "content": f"Question {i}?"}]
-        litellm.completion(
-            model=MODEL, messages=messages, api_base=url, timeout=60, max_retries=0
-        )
+        litellm.completion(model=MODEL, messages=messages, api_base=url, timeout=60, max_retries=0)
 
-    call(-1)  # the first call builds litellm's client
+    call(-1)  # builds litellm's client for `url`, if the run has not
     started = time.process_time()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         list(pool.map(call, range(calls)))
     return (time.process_time() - started) / calls
 
 
-def measure(setting: Setting) -> dict[str, str]:
-    serve_for_s = 120 + 5 * setting.ideal_s
+def measure(concurrency: int, designs: int, items: int, latency_s: float) -> dict[str, str]:
+    """One setting's table row: a fresh search against a fresh server."""
+    ideal_s = designs * math.ceil(items / concurrency) * latency_s
     with (
-        server(setting.latency_s, serve_for_s) as url,
+        model_server(latency_s, serve_for_s=300 + 10 * ideal_s) as url,
         tempfile.TemporaryDirectory(prefix="agentdesign-bench-") as scratch,
+        cache_dir(Path(scratch) / "cache"),
+        Archive(f"sqlite:///{scratch}/archive.db") as archive,
     ):
-        os.environ["AGENTDESIGN_CACHE_DIR"] = str(Path(scratch) / "cache")
         config = RunConfig(
-            name=f"concurrency-{setting.concurrency}",
+            name=f"concurrency-{concurrency}",
             model=MODEL,
             api_base=url,
-            budget=Budget(max_agents=setting.agents),
-            n_search=setting.items,
+            budget=Budget(max_agents=designs),
+            n_search=items,
             n_holdout=0,
-            concurrency=setting.concurrency,
+            concurrency=concurrency,
             llm_timeout_s=60,
             choices=CHOICES,
             limits=LIMITS,
         )
-        with Archive(f"sqlite:///{scratch}/archive.db") as archive:
-            wall, cpu = time.perf_counter(), time.process_time()
-            summary = run_search(archive, config)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            rows = archive.leaderboard(run_name=config.name, limit=1000)
+        clock = EvaluationClock()
+        wall_s, cpu_s = time.perf_counter(), time.process_time()
+        run_search(archive, config, reporter=clock)
+        wall_s, cpu_s = time.perf_counter() - wall_s, time.process_time() - cpu_s
+        board = archive.leaderboard(run_name=config.name, limit=designs)
         stats = server_stats(url)
-        calls = min(stats["requests"], 4 * setting.concurrency * 4)
-        bare = litellm_cpu_per_call(url, setting.concurrency, max(calls, 16))
-    tasks = sum(row.n_tasks for row in rows)
-    if stats["requests"] != tasks:
-        print(f"warning: {stats['requests']} calls for {tasks} tasks", file=sys.stderr)
-    ideal = Setting(setting.concurrency, len(rows), setting.items, setting.latency_s).ideal_s
+        litellm_s = litellm_cpu_per_call(url, concurrency, calls=max(16, 2 * concurrency))
+    tasks = sum(row.n_tasks for row in board)
+    if stats["requests"] != tasks:  # the ideal assumes one call per task
+        sys.exit(f"error: {stats['requests']} model calls for {tasks} tasks")
+    ideal_s = len(board) * math.ceil(items / concurrency) * latency_s
+    cpu_ms = clock.cpu_s / tasks * 1000
     return {
-        "concurrency": str(setting.concurrency),
-        "agents x items": f"{len(rows)} x {setting.items}",
-        "tasks": str(tasks),
+        "concurrency": str(concurrency),
+        "designs x items": f"{len(board)} x {items}",
         "peak in flight": str(stats["peak"]),
-        "wall s": f"{wall:.1f}",
-        "ideal s": f"{ideal:.1f}",
-        "tasks/s": f"{tasks / wall:.1f}",
-        "ideal tasks/s": f"{tasks / ideal:.1f}",
-        "of ideal": f"{ideal / wall:.0%}",
-        "CPU ms/task": f"{cpu / tasks * 1000:.1f}",
-        "litellm ms/call": f"{bare * 1000:.1f}",
-        "engine ms/task": f"{(cpu / tasks - bare) * 1000:.1f}",
-        "stop": summary.stop_reason,
+        "wall s": f"{wall_s:.1f}",
+        "ideal s": f"{ideal_s:.1f}",
+        "tasks/s": f"{tasks / wall_s:.1f}",
+        "ideal tasks/s": f"{tasks / ideal_s:.1f}",
+        "of ideal": f"{ideal_s / wall_s:.0%}",
+        "CPU ms/task": f"{cpu_ms:.1f}",
+        "litellm ms/call": f"{litellm_s * 1000:.1f}",
+        "engine ms/task": f"{cpu_ms - litellm_s * 1000:.1f}",
+        "CPU-bound tasks/s": f"{1000 / cpu_ms:.0f}",
+        "other CPU ms/design": f"{(cpu_s - clock.cpu_s) / len(board) * 1000:.0f}",
     }
 
 
@@ -237,7 +254,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
     parser.add_argument("--latency", type=float, default=0.5, help="seconds per model call")
-    parser.add_argument("--agents", type=int, default=4, help="designs evaluated per setting")
+    parser.add_argument("--designs", type=int, default=4, help="designs searched per setting")
     parser.add_argument("--waves", type=int, default=4, help="items per design / concurrency")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve-for", type=float, default=60.0, help=argparse.SUPPRESS)
@@ -246,14 +263,17 @@ def main() -> None:
         serve(args.latency, args.serve_for)
         return
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")  # litellm's OpenAI client wants one
-    # Imports and first-call set-up (litellm's takes seconds) are paid once, not per task.
-    measure(Setting(concurrency=2, agents=1, items=2, latency_s=0.01))
+    # Imports and first-call set-up (litellm's take seconds) are paid here, not by a setting.
+    measure(concurrency=2, designs=1, items=2, latency_s=0.01)
     rows = []
     for concurrency in args.concurrency:
         items = max(MIN_ITEMS, args.waves * concurrency)
-        rows.append(measure(Setting(concurrency, args.agents, items, args.latency)))
+        rows.append(measure(concurrency, args.designs, items, args.latency))
         print(f"  concurrency {concurrency}: {rows[-1]['wall s']} s", file=sys.stderr, flush=True)
-    print(f"{args.latency} s per model call, SQLite archive, response cache on and empty\n")
+    print(
+        f"{args.latency} s per model call, one call per task; SQLite archive; response cache on, "
+        f"empty; {os.cpu_count()} CPU cores\n"
+    )
     print(markdown_table(rows, right=tuple(rows[0])))
 
 

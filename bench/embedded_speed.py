@@ -76,12 +76,10 @@ def measure_apart(model: str, threads: str, repeats: int, max_tokens: int) -> di
         env[THREADS_ENV] = threads
     args = [sys.executable, __file__, "--child", model, "--repeats", str(repeats)]
     done = subprocess.run(
-        [*args, "--max-tokens", str(max_tokens)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+        [*args, "--max-tokens", str(max_tokens)], env=env, capture_output=True, text=True
     )
+    if done.returncode:
+        raise SystemExit(f"embedded/{model} on {threads} threads failed:\n{done.stderr[-2000:]}")
     result: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
     return result
 

@@ -143,7 +143,9 @@ def _run_and_score(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcom
 def check_concurrency(concurrency: int) -> None:
     """Refuses a task count no runner can keep, before a caller writes anything for it."""
     if concurrency < 1:
-        raise AgentDesignError(f"concurrency must be at least 1 task at once, got {concurrency}")
+        raise AgentDesignError(
+            f"concurrency (tasks run at once) must be at least 1, got {concurrency}"
+        )
 
 
 def evaluate_tasks(

@@ -71,12 +71,15 @@ def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 # --- options and paths ----------------------------------------------------------------------------
 
 
+NO_TASKS_AT_ONCE = "concurrency (tasks run at once) must be at least 1, got 0"
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["run", "--concurrency", "0", "--name", "c"], "concurrency must be at least 1"),
-        (["worker", "--run", "c", "--concurrency", "0"], "concurrency must be at least 1"),
-        (["evaluate", "spec.json", "--concurrency", "0"], "concurrency must be at least 1"),
+        (["run", "--concurrency", "0", "--name", "c"], NO_TASKS_AT_ONCE),
+        (["worker", "--run", "c", "--concurrency", "0"], NO_TASKS_AT_ONCE),
+        (["evaluate", "spec.json", "--concurrency", "0"], NO_TASKS_AT_ONCE),
         (["export", "kept", "--out", "afile"], "cannot export into afile: it is not a directory"),
         (["export", "kept", "--out", "afile/sub"], "cannot export into afile/sub: Not a directory"),
         (["export", "kept", "--out", "/proc/x"], "cannot export into /proc/x: No such file"),

@@ -151,8 +151,7 @@ def test_real_search_kill_resume_and_export_on_smollm2(
 
     Waits as long as the work takes at the speed measured now (see `EmbeddedSpeed`), with token
     counts that bound it from above: a task of the tiny space makes at most about 6 calls of at
-    most 64 tokens; the holdout adds the CoT baseline (512-token calls) and CoT-SC (at most 9
-    samples of them).
+    most 64 tokens; the holdout adds the CoT baseline (512-token calls).
     """
     task_tokens, cot_tokens = 400, 512
     db = tmp_path / "real.db"
@@ -160,6 +159,10 @@ def test_real_search_kill_resume_and_export_on_smollm2(
         "run",
         "--name",
         "real",
+        "--benchmark",
+        "gsm8k",  # short prompts: the point is kill, resume and export, on a real model
+        "--baseline",
+        "cot",
         "--model",
         "embedded/smollm2-135m",
         "--max-agents",
@@ -190,7 +193,7 @@ def test_real_search_kill_resume_and_export_on_smollm2(
     committed = _task_rows(db)
     assert committed, "the run committed no task result before it was killed"
 
-    rest = 2 * 3 * task_tokens + 2 * task_tokens + 2 * cot_tokens + 2 * 9 * cot_tokens
+    rest = 2 * 3 * task_tokens + 2 * task_tokens + 2 * cot_tokens
     resumed = agentdesign(
         "resume", "real", "--storage", str(db), cwd=tmp_path, timeout=smollm2_speed.timeout(rest)
     )
@@ -279,7 +282,8 @@ def test_evaluate_an_exported_spec_on_smollm2(tmp_path: Path, smollm2_speed: Emb
     assert (
         "score" in result.stdout
         and "95% CI" in result.stdout
-        and "holdout (1 items)" in result.stdout
+        and "search (1 items)" in result.stdout  # without --run: a seeded draw of search items
+        and "Clopper-Pearson, n=1" in result.stdout
     )
     again = agentdesign(*args, cwd=tmp_path, timeout=timeout)  # reused, not paid again
     assert again.returncode == 0 and _count(tmp_path / "e.db", "ad_task_result") == 1

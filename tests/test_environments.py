@@ -378,6 +378,7 @@ def test_cli_lists_and_runs_an_interactive_benchmark(
     db = tmp_path / "twx.db"
     args = ["run", "--name", "twx", "--benchmark", "twx-arithmetic", "--model", "openai/fake"]
     args += ["--max-agents", "1", "--n-search", "2", "--n-holdout", "1", "--storage", str(db)]
+    args += ["--baseline", "none"]  # the winner's holdout episode only
     ran = runner.invoke(_cli.app, args, env={"COLUMNS": "300"})
     assert ran.exit_code == 0, ran.output
     assert "twx-arithmetic" in ran.stdout and "react" in ran.stdout

@@ -55,7 +55,7 @@ llm = FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3", late
 quick = space_from_option("quick")
 config = RunConfig(
     name=name, model="fake/model", strategy="random", budget=Budget(max_agents=4),
-    n_search=3, n_holdout=2, confirm_top=2,
+    n_search=3, n_holdout=2, confirm_top=2, baselines=[],
     choices=quick.get("choices", {}), limits=quick.get("limits", {}),
 )
 with Archive(url) as archive:
