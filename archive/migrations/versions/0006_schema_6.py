@@ -20,9 +20,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("winner_hash", sa.String(), nullable=True))
         batch.add_column(sa.Column("winner_at", sa.DateTime(timezone=True), nullable=True))
     with op.batch_alter_table("ad_run_entry") as batch:
-        batch.add_column(
-            sa.Column("role", sa.String(), nullable=False, server_default="candidate")
-        )
+        batch.add_column(sa.Column("role", sa.String(), nullable=False, server_default="candidate"))
     op.create_table(
         "ad_task_failure",
         sa.Column("id", sa.Integer(), nullable=False),
