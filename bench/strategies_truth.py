@@ -3,7 +3,7 @@ recorded GSM8K evaluations, every design's true accuracy known.
 
     .venv/bin/python bench/strategies_truth.py [--seeds 200] [--designs 2000] [--items 500]
         [--search-items 30] [--evaluations 80] [--strategies random tpe nsga2 mcts evolution]
-        [--value-seeds 50] [--interaction-share 0.5] [--workers 1] [--quick]
+        [--value-seeds 50] [--interaction-share 0.5] [--workers 1] [--save FILE.json] [--quick]
 
 Calibration (the model is in agentdesign/search/_truth.py). The fit uses every recorded GSM8K
 evaluation of the embedded Qwen2.5-Coder-1.5B in bench/results: replay.sqlite (60 designs of the
@@ -35,8 +35,9 @@ seed): the true accuracy of the design each strategy reports (its best observed 
 scores: fewer tokens) after 10, 20, 40 and 80 evaluations and at three token budgets (T10, T20,
 T40: the tokens random search spends on average in 10, 20 and 40 evaluations); the tokens until
 the reported design is within 0.02 of the space's best true accuracy, and until it is in the
-space's top 1% (medians, with the share of seeds that got there within T40, the same horizon for
-every strategy, and the paired ratio to random and to tpe); the tokens saved by racing and by
+space's top 1%, within T40 for every strategy (medians, and their paired ratios to random and
+tpe), and the share of seeds that got there (with its paired difference from random and tpe,
+which still compares where the medians are censored); the tokens saved by racing and by
 screening (a strategy's `-unscreened` variant screens one candidate, so the value model picks
 nothing; racing is not built yet: it plugs in as a `Schedule` of search/_truth.py, which may
 score a design on a subset of the search items, passed to `truth_search`); and the value model's
@@ -51,7 +52,9 @@ interactions are what its ridge member models (the per-combination effects are n
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
+import json
 import math
 import resource
 import statistics
@@ -409,6 +412,24 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
                     row[f"{title}: / {baseline}"] = "1"
         rows.append(row)
     print(markdown_table(rows))
+    print(
+        f"\nshare of seeds that got there within T{BUDGETS[-1]} (mean [95% interval]), and its "
+        "paired difference from random and tpe:\n"
+    )
+    rows = []
+    for name in names:
+        row = {"strategy": name}
+        for key, title in (("to best", f"best-{NEAR_BEST}"), ("to top", "top 1%")):
+            reached = np.isfinite(column(name, key)).astype(float)
+            row[title] = _mean_cell(reached)
+            for baseline in ("random", "tpe"):
+                if baseline in names and baseline != name:
+                    other = np.isfinite(column(baseline, key)).astype(float)
+                    row[f"{title}: - {baseline}"] = _mean_cell(reached - other, signed=True)
+                elif baseline in names:
+                    row[f"{title}: - {baseline}"] = "0"
+        rows.append(row)
+    print(markdown_table(rows))
     print("\ntokens saved on the way to the top 1% (1 - ratio of medians [95% interval]):\n")
     rows = []
     for name in names:
@@ -459,6 +480,7 @@ def main() -> None:
     parser.add_argument("--value-seeds", type=int, default=50, help="worlds for the value model")
     parser.add_argument("--interaction-share", type=float, default=0.5)
     parser.add_argument("--workers", type=int, default=1, help="processes over the seeds")
+    parser.add_argument("--save", type=Path, help="write every world's measures to this JSON")
     parser.add_argument(
         "--quick", action="store_true", help="CI size: 4 seeds, 200 designs, 20 evaluations"
     )
@@ -503,6 +525,8 @@ def main() -> None:
             )
         )
     _report(outcomes, settings)
+    if args.save:  # per-seed measures, to read again without rerunning (inf: never got there)
+        args.save.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes]) + "\n")
     usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     print(f"\n{time.perf_counter() - started:.0f} s wall, {cpu / 60:.1f} CPU minutes")
