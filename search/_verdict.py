@@ -165,18 +165,18 @@ def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
     ordered = sorted(search.values(), key=lambda e: (-(e.mean or 0.0), e.tokens_per_item))
     overfit, runner_up = None, None
     task_ids = list(run.search_task_ids)
-    full = [e for e in ordered if sorted(e.task_ids) == sorted(task_ids)]
+    full = [e for e in ordered if set(e.task_ids) == set(task_ids)]
     if len(full) >= 2 and len(task_ids) >= 2:
-        matrix = np.array([[_by_task(archive, e)[t] for t in task_ids] for e in full])
+        rows = {e.agent_hash: _by_task(archive, e) for e in full}  # one read per design
+        matrix = np.array([[rows[e.agent_hash][t] for t in task_ids] for e in full])
         overfit = selection_overfit(matrix)
-        if winner is not None:
-            others = [e for e in full if e.agent_hash != winner.agent_hash]
-            if others:
-                best = _by_task(archive, winner)
-                second = _by_task(archive, others[0])
-                runner_up = paired_difference(
-                    [best[t] for t in task_ids], [second[t] for t in task_ids]
-                )
+        if winner is not None and winner.agent_hash in rows:
+            best = matrix[[e.agent_hash for e in full].index(winner.agent_hash)]
+            second = next(
+                (matrix[i] for i, e in enumerate(full) if e.agent_hash != winner.agent_hash), None
+            )
+            if second is not None:
+                runner_up = paired_difference(best.tolist(), second.tolist())
     return RunVerdict(
         run=run,
         winner=winner,
