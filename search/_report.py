@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
-from sklearn.model_selection import KFold
 
 from agentdesign.archive import AgentRecord, Archive, ArchiveError, LeaderboardRow, RunRecord
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import BenchmarkError, ScoreSummary, get_benchmark, summarize
-from agentdesign.search._value import Labelled, ValueModel, value_report
+from agentdesign.search._value import Labelled, held_out_predictions, value_report
 from agentdesign.search._verdict import BaselineVerdict, RunVerdict, run_verdict
 
 __all__ = ["write_report"]
@@ -434,7 +433,7 @@ def _value(run: _Run) -> go.Figure | str:
         Labelled(spec, description, d.summary.mean, tokens_per_task=d.tokens_per_item)
         for d, spec in designs
     ]
-    means, stds = _held_out_predictions(rows, description)
+    means, stds = held_out_predictions(rows, folds=_MOST_FOLDS)
     real = np.array([r.score for r in rows])
     report = value_report(means, stds, real)
     fig = go.Figure()
@@ -470,21 +469,6 @@ def _value(run: _Run) -> go.Figure | str:
         f"· mean abs. error {report.mean_abs_error:.3f} · {report.n_agents} designs",
     )
     return fig
-
-
-def _held_out_predictions(
-    rows: Sequence[Labelled], description: str, *, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's predicted mean and std from a model fit on the other four fifths of the rows:
-    the report judges the model on designs it did not see, as the search uses it."""
-    means, stds = np.zeros(len(rows)), np.zeros(len(rows))
-    splitter = KFold(n_splits=min(_MOST_FOLDS, len(rows)), shuffle=True, random_state=seed)
-    for train, test in splitter.split(np.arange(len(rows))):
-        model = ValueModel(seed=seed).fit([rows[i] for i in train])
-        means[test], stds[test] = model.predict(
-            [rows[i].spec for i in test], description=description
-        )
-    return means, stds
 
 
 def _lineage(archive: Archive, run: _Run) -> go.Figure | str:

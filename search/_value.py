@@ -30,6 +30,7 @@ __all__ = [
     "ValueReport",
     "assess_value_model",
     "design_features",
+    "held_out_predictions",
     "labelled_from_archive",
     "rank_correlation",
     "value_report",
@@ -177,10 +178,11 @@ class ValueModel:
         return means.mean(axis=0), np.sqrt(variance)
 
 
-def assess_value_model(rows: Sequence[Labelled], *, folds: int = 5, seed: int = 0) -> ValueReport:
-    """Fits on k-1 folds and predicts the held-out one, for each fold: accuracy on unseen agents."""
-    if len(rows) < 4:
-        raise ValueError(f"assessing the value model needs at least 4 results, not {len(rows)}")
+def held_out_predictions(
+    rows: Sequence[Labelled], *, folds: int = 5, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's predicted mean and std from a model fit on the other folds: the model judged on
+    designs it did not see, as the search uses it."""
     means = np.zeros(len(rows))
     stds = np.zeros(len(rows))
     splitter = KFold(n_splits=min(folds, len(rows)), shuffle=True, random_state=seed)
@@ -189,6 +191,14 @@ def assess_value_model(rows: Sequence[Labelled], *, folds: int = 5, seed: int = 
         for i in test:
             mean, std = model.predict([rows[i].spec], description=rows[i].description)
             means[i], stds[i] = mean[0], std[0]
+    return means, stds
+
+
+def assess_value_model(rows: Sequence[Labelled], *, folds: int = 5, seed: int = 0) -> ValueReport:
+    """Fits on k-1 folds and predicts the held-out one, for each fold: accuracy on unseen agents."""
+    if len(rows) < 4:
+        raise ValueError(f"assessing the value model needs at least 4 results, not {len(rows)}")
+    means, stds = held_out_predictions(rows, folds=folds, seed=seed)
     return value_report(means, stds, np.array([r.score for r in rows]))
 
 
