@@ -11,9 +11,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import HTTPServer
 from pathlib import Path
 
 import pytest
@@ -131,3 +134,25 @@ def smollm2_speed() -> EmbeddedSpeed:
     assert probe.returncode == 0, probe.stderr
     load_s, seconds_per_token = json.loads(probe.stdout.splitlines()[-1])
     return EmbeddedSpeed(load_s=load_s, seconds_per_token=seconds_per_token)
+
+
+@contextmanager
+def serving(server: HTTPServer) -> Iterator[None]:
+    """Serves a loopback test server on a thread until the block ends, then closes it."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def capitals_file(folder: Path, n: int) -> Path:
+    """A JSONL benchmark of `n` questions whose answer is always Paris."""
+    path = folder / "capitals.jsonl"
+    path.write_text(
+        "".join(f'{{"question": "Capital number {i}?", "answer": "Paris"}}\n' for i in range(n))
+    )
+    return path

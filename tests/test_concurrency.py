@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import capitals_file, serving
 
 from agentdesign.archive import Archive
 from agentdesign.components import import_litellm
@@ -106,21 +107,13 @@ def provider(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[SlowPr
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # litellm's OpenAI client wants one
     monkeypatch.setenv("AGENTDESIGN_CACHE_DIR", str(tmp_path / "cache"))
     slow = SlowProvider()
-    thread = threading.Thread(target=slow.server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield slow
-    slow.server.shutdown()
-    slow.server.server_close()
-    thread.join(timeout=5)
+    with serving(slow.server):
+        yield slow
 
 
 @pytest.fixture
 def capitals(tmp_path: Path) -> Benchmark:
-    path = tmp_path / "capitals.jsonl"
-    path.write_text(
-        "".join(f'{{"question": "Capital number {i}?", "answer": "Paris"}}\n' for i in range(TASKS))
-    )
-    return get_benchmark(f"jsonl:{path}")
+    return get_benchmark(f"jsonl:{capitals_file(tmp_path, TASKS)}")
 
 
 def test_tasks_at_once_overlap_their_model_calls(

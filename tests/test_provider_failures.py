@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import capitals_file, serving
 from rich.console import Console
 
 from agentdesign.archive import Archive, evaluate_agent
@@ -119,22 +119,14 @@ def provider(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakePr
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # litellm's OpenAI client wants one
     monkeypatch.setenv("AGENTDESIGN_CACHE_DIR", str(tmp_path / "cache"))
     fake = FakeProvider()
-    thread = threading.Thread(target=fake.server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
-    thread.join(timeout=5)
+    with serving(fake.server):
+        yield fake
 
 
 @pytest.fixture
 def capitals(tmp_path: Path) -> Benchmark:
     """Three questions whose answer is always Paris."""
-    path = tmp_path / "capitals.jsonl"
-    path.write_text(
-        "".join(f'{{"question": "Capital number {i}?", "answer": "Paris"}}\n' for i in range(3))
-    )
-    return get_benchmark(f"jsonl:{path}")
+    return get_benchmark(f"jsonl:{capitals_file(tmp_path, 3)}")
 
 
 def fast_llm(

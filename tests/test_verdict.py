@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_search import config as search_config
 
 from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
 from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel
@@ -35,16 +36,12 @@ def right_when_thinking(
 
 def config(name: str, **overrides: object) -> RunConfig:
     values: dict[str, object] = {
-        "name": name,
-        "model": "fake/model",
-        "budget": Budget(max_agents=4),
         "n_search": 6,
         "n_holdout": 5,
-        "strategy": "random",
+        "race": True,
         "choices": {"workflow": ["single"], "reasoning": ["direct", "cot"]},
     }
-    values.update(overrides)
-    return RunConfig(**values)  # type: ignore[arg-type]
+    return search_config(name, **{**values, **overrides})
 
 
 class HoldoutWatcher(Reporter):
