@@ -131,6 +131,10 @@ class Benchmark(abc.ABC):
     name: ClassVar[str]
     # Read by value models and shown to users: the domain, the answer format and the scoring rule.
     description: ClassVar[str]
+    # Components that cannot produce this benchmark's kind of answer (a program's printed number
+    # is no function call): the narrowed design spaces leave them out so a short run does not
+    # spend its budget on them; the full space keeps them.
+    unsuited_components: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
     def tasks(self) -> Sequence[Task]:

@@ -417,6 +417,7 @@ class BFCL(Benchmark):  # type: ignore[misc, unused-ignore]  # see BenchmarkErro
 
     name: ClassVar[str] = "bfcl"
     categories: ClassVar[tuple[str, ...]] = CATEGORIES
+    unsuited_components: ClassVar[frozenset[str]] = frozenset({"program_of_thought"})
     description: ClassVar[str] = (
         "BFCL function calling (Berkeley Function Calling Leaderboard v4): 400 simple (one "
         "function), 200 multiple (pick one of 2-4 functions) and 240 irrelevance tasks. Each "

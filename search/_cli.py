@@ -215,7 +215,7 @@ def _config(
     confirm_top: int,
     baselines: Sequence[str] | None,
 ) -> RunConfig:
-    narrowing = space_from_option(space)
+    narrowing = space_from_option(space, unsuited=get_benchmark(benchmark).unsuited_components)
     if confirm_top < 0:
         raise AgentDesignError(f"--confirm-top must not be negative, got {confirm_top}")
     return RunConfig(

@@ -194,9 +194,10 @@ class SearchSpace:
 # Named narrowings of the full space. "quick" is the default run's: on 2 CPU cores the embedded
 # 1.5B model decodes about 10 tokens/s, so every extra call (samples, debaters, critics, planners)
 # costs tens of seconds per item. It keeps the one- and two-call workflows (a single answer, or a
-# program the sandbox runs) over the cheap components, with token caps that let a chain of
-# thought finish (a cut-off answer scores 0 whatever the design): caps are not searched there,
-# since a cap the model does not reach changes nothing. `--space full` searches everything.
+# program the sandbox runs where the benchmark can use one) over the cheap components, with token
+# caps that let a chain of thought finish (a cut-off answer scores 0 whatever the design): caps
+# are not searched there, since a cap the model does not reach changes nothing. `--space full`
+# searches everything.
 SPACE_PRESETS: dict[str, dict[str, Any]] = {
     "full": {},
     "quick": {
@@ -235,10 +236,19 @@ SPACE_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def space_from_option(option: str) -> dict[str, Any]:
-    """The choices and limits named by `--space`: a preset name or a JSON file of the same shape."""
+def space_from_option(option: str, *, unsuited: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The choices and limits named by `--space`: a preset name or a JSON file of the same shape.
+
+    A narrowed preset leaves out the `unsuited` components (the benchmark's
+    `unsuited_components`); "full" and a user's file are taken as given.
+    """
     if option in SPACE_PRESETS:
-        return SPACE_PRESETS[option]
+        preset = SPACE_PRESETS[option]
+        choices = {
+            slot: tuple(name for name in names if name not in unsuited)
+            for slot, names in preset.get("choices", {}).items()
+        }
+        return {**preset, "choices": choices} if choices else preset
     path = Path(option)
     if not path.is_file():
         presets = ", ".join(SPACE_PRESETS)

@@ -232,6 +232,15 @@ def test_every_preset_can_propose_every_component(preset: str) -> None:
     assert seen == {(slot, name) for slot in SLOTS for name in space.components(slot)}
 
 
+def test_a_narrowed_preset_leaves_out_what_the_benchmark_cannot_use() -> None:
+    """Function calling has no use for a program's printed answer; arithmetic does."""
+    unsuited = get_benchmark("bfcl-multiple").unsuited_components
+    assert space_from_option("quick", unsuited=unsuited)["choices"]["workflow"] == ("single",)
+    gsm8k = get_benchmark("gsm8k").unsuited_components
+    assert "program_of_thought" in space_from_option("quick", unsuited=gsm8k)["choices"]["workflow"]
+    assert space_from_option("full", unsuited=unsuited) == {}
+
+
 def test_a_limit_outside_a_components_range_clamps_to_the_nearest_value() -> None:
     space = SearchSpace(model="fake/model", limits={"reasoning__max_tokens": (16, 64)})
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
