@@ -35,6 +35,7 @@ __all__ = [
     "EmbeddedModel",
     "check_embedded_model",
     "embedded_model_path",
+    "embedded_prompt_cache",
     "embedded_thread_choice",
     "embedded_threads",
     "register_embedded_provider",
@@ -220,6 +221,23 @@ def embedded_threads() -> int:
     return embedded_thread_choice()[0]
 
 
+_PROMPT_CACHE_ENV = "AGENTDESIGN_EMBEDDED_PROMPT_CACHE"
+
+
+def embedded_prompt_cache() -> bool:
+    """Whether the engine reuses the previous request's computed prefix (system prompt, few-shot
+    examples, the same prompt sampled again) instead of processing it again.
+
+    Off by default: a reused prefix is computed in different batches than a fresh one, so a reply
+    can depend on the request before it (`bench/embedded_speed.py --prompt-cache` measures how
+    often, and the time it saves). AGENTDESIGN_EMBEDDED_PROMPT_CACHE=1 turns it on.
+    """
+    given = os.environ.get(_PROMPT_CACHE_ENV, "").strip()
+    if given not in ("", "0", "1"):
+        raise ModelUnavailableError(f"{_PROMPT_CACHE_ENV} must be 0 or 1, not {given!r}")
+    return given == "1"
+
+
 def embedded_thread_choice() -> tuple[int, str]:
     """The threads an engine uses, and why.
 
@@ -331,8 +349,7 @@ def _request(optional_params: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
     if unsupported:
         raise ValueError(f"embedded models do not support: {', '.join(unsupported)}")
     request = {key: value for key, value in params.items() if value is not None}
-    # Prompt caching makes identical requests answer differently; turn it off for reproducibility.
-    request["cache_prompt"] = False
+    request["cache_prompt"] = embedded_prompt_cache()
     return request, n
 
 

@@ -257,6 +257,16 @@ def test_threads_set_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
             _embedded.embedded_threads()
 
 
+def test_the_prompt_cache_is_off_unless_turned_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTDESIGN_EMBEDDED_PROMPT_CACHE", raising=False)
+    assert _embedded._request({"max_tokens": 8})[0]["cache_prompt"] is False
+    monkeypatch.setenv("AGENTDESIGN_EMBEDDED_PROMPT_CACHE", "1")
+    assert _embedded._request({"max_tokens": 8})[0]["cache_prompt"] is True
+    monkeypatch.setenv("AGENTDESIGN_EMBEDDED_PROMPT_CACHE", "yes")
+    with pytest.raises(ModelUnavailableError, match="must be 0 or 1"):
+        _embedded._request({})
+
+
 def test_the_busy_share_leaves_out_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Over the watch two CPUs ticked 200 times, 200 of them busy, 100 of those this process's
     own: the others kept one core busy."""
