@@ -2,7 +2,7 @@
 recorded GSM8K evaluations, every design's true accuracy known.
 
     .venv/bin/python bench/strategies_truth.py [--seeds 200] [--designs 2000] [--items 500]
-        [--search-items 30] [--evaluations 80] [--strategies random tpe nsga2 mcts evolution]
+        [--search-items 30] [--evaluations 80] [--strategies random tpe mcts mcts+race ...]
         [--value-seeds 50] [--interaction-share 0.5] [--workers 1] [--save FILE.json] [--quick]
 
 Calibration (the model is in agentdesign/search/_truth.py). The fit uses every recorded GSM8K
@@ -37,13 +37,14 @@ T40: the tokens random search spends on average in 10, 20 and 40 evaluations); t
 the reported design is within 0.02 of the space's best true accuracy, and until it is in the
 space's top 1%, within T40 for every strategy (medians, and their paired ratios to random and
 tpe), and the share of seeds that got there (with its paired difference from random and tpe,
-which still compares where the medians are censored); the tokens saved by racing and by
-screening (a strategy's `-unscreened` variant screens one candidate, so the value model picks
-nothing; racing is not built yet: it plugs in as a `Schedule` of search/_truth.py, which may
-score a design on a subset of the search items, passed to `truth_search`); and the value model's
-Spearman correlation with the true accuracies of `--designs` random designs after 10, 30 and
-100 labelled random designs (labels: their observed search-item scores), over `--value-seeds`
-worlds, with the time it takes to predict 100 designs.
+which still compares where the medians are censored); the tokens saved on the way to the top 1%
+by screening (a strategy's `-unscreened` variant screens one candidate, so the value model picks
+nothing) and by racing (its `+race` variant races its designs with the live loop's defaults,
+`search/_racing.py`: paired tests against the incumbent after 4, 8 and 16 of 30 items; a design
+stopped early counts as an evaluation, spends its items' tokens and is never reported); and the
+value model's Spearman correlation with the true accuracies of `--designs` random designs after
+10, 30 and 100 labelled random designs (labels: their observed search-item scores), over
+`--value-seeds` worlds, with the time it takes to predict 100 designs.
 
 Read the value model's figures knowing the truth's form: additive effects and pairwise
 interactions are what its ridge member models (the per-combination effects are not).
@@ -83,13 +84,16 @@ from agentdesign.search import (
     supports_refinement,
 )
 from agentdesign.search._guided import GuidedStrategy
+from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated
 from agentdesign.search._truth import (
     Calibration,
     TruthRun,
     TruthWorld,
     calibrate,
+    full_items,
     load_records,
+    raced,
     truth_search,
 )
 
@@ -104,11 +108,19 @@ TOP = 0.01
 CHECK_WORLDS = 100
 # A strategy variant whose value model screens one candidate only: what screening saves.
 UNSCREENED = "-unscreened"
+# A strategy variant whose designs race (search/_racing.py, the loop's defaults): what racing saves.
+RACED = "+race"
+
+
+def base_name(name: str) -> str:
+    """The strategy a variant name (`mcts-unscreened+race`) is built from."""
+    return name.removesuffix(RACED).removesuffix(UNSCREENED)
 
 
 def build(name: str, space: SearchSpace, seed: int) -> Strategy:
     """The strategy called `name`, or its unscreened variant (`mcts-unscreened`)."""
-    base = name.removesuffix(UNSCREENED)
+    base = base_name(name)
+    name = name.removesuffix(RACED)
     strategy = make_strategy(base, space=space, seed=seed)
     if name != base:
         if not isinstance(strategy, GuidedStrategy):
@@ -164,6 +176,7 @@ def run_world(calibration: Calibration, settings: Settings, seed: int) -> Outcom
                 build(name, world.space, seed),
                 name=name,
                 stop=_stop(settings.evaluations, outcome.budgets[-1]),
+                schedule=raced(Racing()) if name.endswith(RACED) else full_items,
             )
             outcome.seconds[name] = time.process_time() - started
             outcome.runs[name] = _measures(run, outcome, settings.evaluations)
@@ -287,7 +300,7 @@ def _ratio_cell(values: np.ndarray, baseline: np.ndarray) -> str:
 def _saved_cell(values: np.ndarray, baseline: np.ndarray) -> str:
     ratio = _ratio(values, baseline)
     if ratio is None:
-        return "- (the unscreened variant never got there in half the seeds)"
+        return "- (the variant without it never got there in half the seeds)"
     point, low, high = ratio
     return f"{1 - point:.0%} [{1 - high:.0%}, {1 - low:.0%}]"
 
@@ -433,22 +446,20 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
     print("\ntokens saved on the way to the top 1% (1 - ratio of medians [95% interval]):\n")
     rows = []
     for name in names:
-        if name.endswith(UNSCREENED):
+        if name.endswith((UNSCREENED, RACED)):
             continue
-        unscreened = name + UNSCREENED
+        unscreened, racing = name + UNSCREENED, name + RACED
         if unscreened in names:
             screening = _saved_cell(column(name, "to top"), column(unscreened, "to top"))
         elif supports_refinement(name):  # the value-guided strategies: they screen
             screening = f"n/a: run {unscreened} too"
         else:
             screening = "n/a: no value model"
-        rows.append(
-            {
-                "strategy": name,
-                "by screening": screening,
-                "by racing": "n/a: racing not built yet",
-            }
-        )
+        if racing in names:
+            by_racing = _saved_cell(column(racing, "to top"), column(name, "to top"))
+        else:
+            by_racing = f"n/a: run {racing} too"
+        rows.append({"strategy": name, "by screening": screening, "by racing": by_racing})
     print(markdown_table(rows))
     value = [o for o in outcomes if o.spearman]
     if value:
@@ -488,7 +499,7 @@ def main() -> None:
     if args.quick:
         args.seeds, args.designs, args.items, args.evaluations = 4, 200, 200, 20
         args.value_seeds = 2
-    unknown = [s for s in args.strategies if s.removesuffix(UNSCREENED) not in STRATEGIES]
+    unknown = [s for s in args.strategies if base_name(s) not in STRATEGIES]
     if unknown:
         sys.exit(f"error: unknown strategies {', '.join(unknown)}")
     settings = Settings(

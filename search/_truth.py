@@ -32,6 +32,7 @@ same outcomes on those items as on all of them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -51,6 +52,7 @@ from agentdesign.archive import Archive
 from agentdesign.components import REGISTRY, SLOTS, AgentDesignError, AgentSpec, ParamInfo
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search._base import History, Strategy
+from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated, drive
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._table import ReplayDesign, ReplayTable
@@ -64,6 +66,7 @@ __all__ = [
     "calibrate",
     "full_items",
     "load_records",
+    "raced",
     "records_from_archive",
     "truth_features",
     "truth_search",
@@ -480,6 +483,32 @@ Schedule = Callable[[TruthWorld, AgentSpec, Sequence[Evaluated]], Evaluated]
 def full_items(world: TruthWorld, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
     """Every search item, as a run without racing scores each design."""
     return world.evaluate(spec, world.search_items)
+
+
+def raced(racing: Racing) -> Schedule:
+    """Racing as the live loop races: the search items in order, a paired test against the
+    incumbent (the best design scored on every item so far) after each of `racing`'s stages, and
+    a design clearly worse stops there, incomplete, having spent only its items' tokens."""
+
+    def schedule(world: TruthWorld, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
+        items = world.search_items
+        full = world.evaluate(spec, items)
+        finished = [e for e in done if e.complete]
+        if not finished:
+            return full
+        incumbent = _by_item(min(finished, key=_rank).scores)
+        for stage in racing.stages(len(items)):
+            if racing.clearly_worse(_by_item(full.scores[:stage]), incumbent):
+                stopped = world.evaluate(spec, items[:stage])
+                return dataclasses.replace(stopped, complete=False)
+        return full
+
+    return schedule
+
+
+def _by_item(scores: Sequence[float]) -> dict[str, float]:
+    """Scores keyed by their position among the search items, as racing pairs them."""
+    return {str(i): score for i, score in enumerate(scores)}
 
 
 def _rank(evaluated: Evaluated) -> tuple[float, int]:

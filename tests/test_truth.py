@@ -22,6 +22,7 @@ from agentdesign.search import (
     rank_correlation,
     split_half_reliability,
 )
+from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated
 from agentdesign.search._truth import (
     Calibration,
@@ -29,6 +30,7 @@ from agentdesign.search._truth import (
     TruthWorld,
     calibrate,
     load_records,
+    raced,
     truth_search,
 )
 
@@ -158,3 +160,19 @@ def test_a_schedule_can_score_a_design_on_fewer_items_and_it_is_never_reported(
     assert [len(e.scores) for e in run.evaluations] == [10] + [3] * 7
     assert strategy.seen == ("complete",) + ("pruned",) * 6
     assert run.accuracy_after(8) == run.accuracies[0]
+
+
+def test_racing_stops_designs_clearly_worse_than_the_incumbent_on_their_first_items(
+    calibration: Calibration,
+) -> None:
+    world = TruthWorld(calibration, seed=1, n_items=200, n_search=16)
+    racing = Racing()
+    strategy = make_strategy("random", space=world.space, seed=1)
+    run = truth_search(world, strategy, name="random+race", stop=_first(20), schedule=raced(racing))
+    stopped = [e for e in run.evaluations if not e.complete]
+    assert stopped and run.evaluations[0].complete
+    for evaluated in stopped:
+        assert len(evaluated.scores) in racing.stages(16)
+        full = world.evaluate(evaluated.spec, world.search_items)
+        assert evaluated.scores == full.scores[: len(evaluated.scores)]
+        assert evaluated.tokens < full.tokens
