@@ -19,6 +19,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.linear_model import BayesianRidge
 from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
 
 from agentdesign.archive import Archive
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo
@@ -131,6 +132,12 @@ def design_features(
     return np.hstack([design, text, model])
 
 
+def _one_blas_thread() -> threadpool_limits:
+    """The model's matrices are small: BLAS threads only spin against each other and against the
+    engine's threads (a fit took about 20 times longer with them on 2 busy cores)."""
+    return threadpool_limits(1)
+
+
 class ValueModel:
     """A two-member ensemble: Bayesian ridge regression (a second-order model, through the pairwise
     features) and a random forest (for effects that are not additive). Its mean is the members'
@@ -158,8 +165,9 @@ class ValueModel:
         if self._fitted:
             x = design_features([r.spec for r in rows], [r.description for r in rows])
             y = np.array([r.score for r in rows])
-            self._ridge.fit(x, y)
-            self._forest.fit(x, y)
+            with _one_blas_thread():
+                self._ridge.fit(x, y)
+                self._forest.fit(x, y)
         return self
 
     def predict(
@@ -171,8 +179,9 @@ class ValueModel:
         if not self._fitted:
             return np.full(len(specs), 0.5), np.full(len(specs), 0.5)
         x = design_features(specs, description)
-        ridge_mean, ridge_std = self._ridge.predict(x, return_std=True)
-        trees = np.stack([tree.predict(x) for tree in self._forest.estimators_])
+        with _one_blas_thread():
+            ridge_mean, ridge_std = self._ridge.predict(x, return_std=True)
+            trees = np.stack([tree.predict(x) for tree in self._forest.estimators_])
         means = np.stack([ridge_mean, trees.mean(axis=0)])
         variance = (ridge_std**2 + trees.var(axis=0)) / 2 + means.var(axis=0)
         return means.mean(axis=0), np.sqrt(variance)
