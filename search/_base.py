@@ -19,7 +19,7 @@ from scipy import special
 
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
 from agentdesign.search._space import PROMPTS_ATTR, SearchSpace, prompt_params
-from agentdesign.search._value import Labelled, design_features
+from agentdesign.search._value import Labelled
 
 __all__ = [
     "OBJECTIVES",
@@ -58,14 +58,12 @@ class History:
     """What a strategy may know: this run's trials, results from elsewhere, and the benchmark.
 
     `prior` holds real results from the rest of the archive (other runs and benchmarks), so a
-    value model starts warm. `pool`, when set, is the only designs a proposal may be (a replay
-    table): proposals are mapped to their nearest pool design not yet tried.
+    value model starts warm.
     """
 
     description: str
     observations: tuple[Observation, ...] = ()
     prior: tuple[Labelled, ...] = ()
-    pool: tuple[AgentSpec, ...] | None = None
 
     @functools.cached_property
     def seen(self) -> frozenset[str]:
@@ -141,9 +139,9 @@ class Strategy:
         if proposal is None or proposal.spec.spec_hash not in history.seen:
             return proposal
         for _ in range(_REDRAWS):  # a strategy stuck on known designs falls back to sampling
-            for spec in snap([self.space.sample(rng)], history):
-                if spec.spec_hash not in history.seen:
-                    return Proposal(spec=spec, operator="sample")
+            spec = self.space.sample(rng)
+            if spec.spec_hash not in history.seen:
+                return Proposal(spec=spec, operator="sample")
         return None
 
     def learn(self, history: History) -> None:
@@ -184,7 +182,6 @@ def history_from_study(
     *,
     description: str,
     prior: Sequence[Labelled] = (),
-    pool: Sequence[AgentSpec] | None = None,
 ) -> History:
     """A run's history as its study stores it: every trial with a spec, failed ones left out."""
     states = {
@@ -213,7 +210,6 @@ def history_from_study(
         description=description,
         observations=tuple(observations),
         prior=tuple(prior),
-        pool=None if pool is None else tuple(pool),
     )
 
 
@@ -283,21 +279,6 @@ def pairwise_design(space: SearchSpace, rng: np.random.Generator) -> list[AgentS
         rows.append(best)
         uncovered -= {(i, best[i], j, best[j]) for i in best for j in best if i < j}
     return [space.sample(rng, components={SLOTS[i]: n for i, n in row.items()}) for row in rows]
-
-
-def snap(specs: Sequence[AgentSpec], history: History) -> list[AgentSpec]:
-    """`specs` themselves, or with a pool each one's nearest pool design not yet tried (by design
-    features); empty when every pool design was tried."""
-    if history.pool is None:
-        return list(specs)
-    seen = history.seen
-    untried = [s for s in history.pool if s.spec_hash not in seen]
-    if not untried or not specs:
-        return []
-    pool = design_features(untried)
-    wanted = design_features(specs)
-    distances = np.linalg.norm(wanted[:, None, :] - pool[None, :, :], axis=2)
-    return [untried[int(j)] for j in distances.argmin(axis=1)]
 
 
 def softmax(values: np.ndarray, temperature: float) -> np.ndarray:

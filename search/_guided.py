@@ -21,7 +21,6 @@ from agentdesign.search._base import (
     crossover,
     mutate,
     pairwise_design,
-    snap,
     softmax,
 )
 from agentdesign.search._refine import PromptRefiner
@@ -110,7 +109,7 @@ class GuidedStrategy(Strategy):
             refined = self._refine_fittest(history, rng, fitness)
             if refined is not None:
                 return refined
-        candidates = self._screenable(self._offspring(history, rng, fitness), history)
+        candidates = self._untried(self._offspring(history, rng, fitness), history)
         if not candidates:
             return None
         mean, std = self.predict([c.spec for c in candidates], history, weight)
@@ -124,8 +123,7 @@ class GuidedStrategy(Strategy):
         tried = {tuple(o.spec[s].name for s in SLOTS) for o in history.observations}
         for spec in self._initial_design:
             if tuple(spec[s].name for s in SLOTS) not in tried:
-                for chosen in snap([spec], history):
-                    return Proposal(spec=chosen, operator="initial")
+                return Proposal(spec=spec, operator="initial")
         return None
 
     def _refine_fittest(
@@ -149,13 +147,12 @@ class GuidedStrategy(Strategy):
             )
         return None
 
-    def _screenable(self, candidates: list[Proposal], history: History) -> list[Proposal]:
-        """Candidates mapped into the pool (if any), each design once, none already tried."""
-        snapped = snap([c.spec for c in candidates], history)
+    def _untried(self, candidates: list[Proposal], history: History) -> list[Proposal]:
+        """The candidates worth screening: each design once, none the run already has."""
         unique: dict[str, Proposal] = {}
-        for candidate, spec in zip(candidates, snapped, strict=False):
-            if spec.spec_hash not in history.seen:
-                unique.setdefault(spec.spec_hash, replace(candidate, spec=spec))
+        for candidate in candidates:
+            if candidate.spec.spec_hash not in history.seen:
+                unique.setdefault(candidate.spec.spec_hash, candidate)
         return list(unique.values())
 
     def _offspring(

@@ -17,7 +17,6 @@ rank them.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -32,7 +31,6 @@ from agentdesign.search._base import (
     Strategy,
     ask_trial,
     history_from_study,
-    snap,
 )
 from agentdesign.search._strategies import make_strategy
 from agentdesign.search._table import ReplayTable
@@ -40,6 +38,7 @@ from agentdesign.search._value import (
     Labelled,
     ValueModel,
     ValueReport,
+    design_features,
     rank_correlation,
     value_report,
 )
@@ -190,13 +189,19 @@ def table_evaluator(table: ReplayTable) -> Evaluate:
     pool = tuple(d.spec for d in table.designs)
 
     def evaluate(spec: AgentSpec, history: History) -> Evaluated | None:
-        nearest = snap([spec], dataclasses.replace(history, pool=pool))
-        if not nearest:
+        untried = [s for s in pool if s.spec_hash not in history.seen]
+        if not untried:
             return None
-        design = designs[nearest[0].spec_hash]
+        design = designs[nearest(spec, untried).spec_hash]
         return Evaluated(spec=design.spec, scores=design.scores, tokens=design.tokens)
 
     return evaluate
+
+
+def nearest(spec: AgentSpec, designs: Sequence[AgentSpec]) -> AgentSpec:
+    """The design of `designs` closest to `spec` by design features (Euclidean distance)."""
+    distances = np.linalg.norm(design_features(designs) - design_features([spec]), axis=1)
+    return designs[int(distances.argmin())]
 
 
 def replay_search(
