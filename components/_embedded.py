@@ -229,8 +229,9 @@ def embedded_prompt_cache() -> bool:
     examples, the same prompt sampled again) instead of processing it again.
 
     Off by default: a reused prefix is computed in different batches than a fresh one, so a reply
-    can depend on the request before it (`bench/embedded_speed.py --prompt-cache` measures how
-    often, and the time it saves). AGENTDESIGN_EMBEDDED_PROMPT_CACHE=1 turns it on.
+    can depend on the request before it. On 50 GSM8K items with two few-shot examples it saved 46%
+    of the time but changed 9 of 50 greedy replies (`bench/embedded_speed.py --prompt-cache`).
+    AGENTDESIGN_EMBEDDED_PROMPT_CACHE=1 turns it on.
     """
     given = os.environ.get(_PROMPT_CACHE_ENV, "").strip()
     if given not in ("", "0", "1"):

@@ -20,16 +20,21 @@ from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.evaluators import (
     OverfitReport,
     PairedComparison,
+    ScoreSummary,
     paired_difference,
     selection_overfit,
+    summarize,
 )
 
 __all__ = [
     "BASELINES",
     "BaselineVerdict",
+    "HoldoutChoice",
     "RunVerdict",
+    "check_selection",
     "cot_baseline",
     "cot_sc_baseline",
+    "holdout_choice",
     "run_verdict",
 ]
 
@@ -184,6 +189,74 @@ def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
         baselines=tuple(verdicts),
         overfit=overfit,
         runner_up=runner_up,
+    )
+
+
+@dataclass(frozen=True)
+class HoldoutChoice:
+    """A design chosen among those scored on the holdout by its *selection* items alone, and its
+    score on the other holdout items (the *final test*), which the choice never looked at. The
+    recorded winner stays the run's winner: this answers a user who picks on held-out data."""
+
+    chosen_hash: str
+    n_candidates: int
+    n_selection: int
+    selection_mean: float
+    final: ScoreSummary
+
+    def sentence(self) -> str:
+        f = self.final
+        return (
+            f"chosen on {self.n_selection} holdout selection items among {self.n_candidates} "
+            f"designs: {self.chosen_hash[:10]} ({self.selection_mean:.2f} there); its final-test "
+            f"score on the other {f.n} holdout items: {f.mean:.3f} [{f.ci_low:.2f}, "
+            f"{f.ci_high:.2f}] ({f.method}, n = {f.n})"
+        )
+
+
+def check_selection(n_selection: int, *, n_holdout: int) -> None:
+    """Refuses a selection part that leaves no final-test items (or has none itself)."""
+    if not 0 < n_selection < n_holdout:
+        raise AgentDesignError(
+            f"--select-on must leave final-test items: between 1 and {n_holdout - 1} of the "
+            f"{n_holdout} holdout items, got {n_selection}"
+        )
+
+
+def holdout_choice(archive: Archive, run_name: str, *, n_selection: int) -> HoldoutChoice:
+    """Chooses among the run's holdout-scored designs (the winner and the exploratory ones) on
+    the first `n_selection` holdout items, in the run's stored order; reads, spends nothing."""
+    run = archive.get_run(run_name)
+    holdout_ids = list(run.holdout_task_ids)
+    check_selection(n_selection, n_holdout=len(holdout_ids))
+    roles = archive.run_roles(run_name)
+    scored = [
+        e
+        for e in archive.run_evaluations(run_name, split="holdout")
+        if e.status == "complete" and roles.get(e.id) in ("winner", "exploratory")
+    ]
+    if len(scored) < 2:
+        raise AgentDesignError(
+            f"run {run_name!r} has {len(scored)} design(s) scored on the holdout: choosing "
+            "among them needs 2 or more (finalize --top 2 or more)"
+        )
+    selection, final = holdout_ids[:n_selection], holdout_ids[n_selection:]
+    rows = {e.agent_hash: _by_task(archive, e) for e in scored}
+
+    def selection_mean(evaluation: EvaluationRecord) -> float:
+        return float(np.mean([rows[evaluation.agent_hash][t] for t in selection]))
+
+    # ties go to the recorded winner, then to the fewer tokens per item
+    chosen = min(
+        scored,
+        key=lambda e: (-selection_mean(e), roles.get(e.id) != "winner", e.tokens_per_item),
+    )
+    return HoldoutChoice(
+        chosen_hash=chosen.agent_hash,
+        n_candidates=len(scored),
+        n_selection=n_selection,
+        selection_mean=selection_mean(chosen),
+        final=summarize([rows[chosen.agent_hash][t] for t in final], seed=run.split_seed),
     )
 
 

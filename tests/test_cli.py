@@ -73,6 +73,7 @@ def make_archive_with_a_run(tmp_path: Path) -> Path:
         (["run", "--model", "embedded/nope", "--name", "e"], "nope"),
         (["run", "--task-timeout", "0", "--name", "f"], "task timeout must be positive"),
         (["run", "--refine-every", "2", "--name", "g"], "needs a value-guided strategy"),
+        (["finalize", "kept", "--select-on", "2"], "must leave final-test items"),
     ],
 )
 def test_bad_input_is_one_line_and_leaves_the_archive_intact(

@@ -19,7 +19,7 @@ from agentdesign.search._cli import _evaluation_items
 from agentdesign.search._loop import finalize_run
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._value import labelled_from_archive
-from agentdesign.search._verdict import cot_baseline, run_verdict
+from agentdesign.search._verdict import cot_baseline, holdout_choice, run_verdict
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 
@@ -116,6 +116,34 @@ def test_finalize_scores_more_designs_as_exploratory_and_never_replaces_the_winn
     with pytest.raises(ArchiveError, match="never replaced"):
         archive.record_winner("f", other)
     assert archive.get_run("f").winner_hash == winner
+
+
+def test_a_choice_on_holdout_selection_items_is_scored_on_the_final_test_items_only(
+    archive: Archive,
+) -> None:
+    run_search(archive, config("h"), llm=FakeChatModel(right_when_thinking))
+    with pytest.raises(AgentDesignError, match="needs 2 or more"):
+        holdout_choice(archive, "h", n_selection=2)
+    finalize_run(archive, "h", top=3, llm=FakeChatModel(right_when_thinking))
+    for wrong in (0, 5):
+        with pytest.raises(AgentDesignError, match="must leave final-test items"):
+            holdout_choice(archive, "h", n_selection=wrong)
+    run, roles = archive.get_run("h"), archive.run_roles("h")
+    selection, final = run.holdout_task_ids[:2], run.holdout_task_ids[2:]
+    scores = {
+        e.agent_hash: {t: r.score for t, r in archive.task_results(e.id).items()}
+        for e in archive.run_evaluations("h", split="holdout")
+        if roles[e.id] in ("winner", "exploratory")
+    }
+    choice = holdout_choice(archive, "h", n_selection=2)
+    best = max(sum(by_task[t] for t in selection) for by_task in scores.values())
+    assert sum(scores[choice.chosen_hash][t] for t in selection) == best
+    assert choice.n_candidates == 3 and choice.final.n == len(final) == 3
+    assert choice.final.mean == pytest.approx(
+        np.mean([scores[choice.chosen_hash][t] for t in final])
+    )
+    assert "final-test score on the other 3 holdout items" in choice.sentence()
+    assert archive.get_run("h").winner_hash == run.winner_hash
 
 
 def test_a_run_with_a_recorded_winner_cannot_search_on(archive: Archive) -> None:
