@@ -167,12 +167,12 @@ UnsafeSandboxOption = Annotated[
     ),
 ]
 DEFAULT_MODEL = "embedded/qwen2.5-coder-1.5b"
-# The default run fits 15 minutes on 2 CPU cores with no response cached: GSM8K, where the quick
-# space's designs differ (0.00-0.62 on 8 items) and its program-of-thought designs answer in about
-# 10 s an item; 4 designs x 8 search items, then the winner and the two baselines on 10 unseen
-# items, which take more than half the time (a chain of thought is about 15 s an item here).
-# BFCL multiple (the default before) has no use for a program, and its function schemas make
-# every prompt long; README "The default run" has both measured.
+# The default run aims at 15 minutes on 2 CPU cores with no response cached (the README's measured
+# run took 18.5, on a slow spell of the machine). GSM8K: the quick space's designs differ there
+# (0.00-0.62 on 8 items) and its program-of-thought designs answer in 7-13 s an item; 4 designs x
+# 8 search items, then the winner and the two baselines on 10 unseen items, which take more than
+# half the time (a chain of thought takes 15-20 s an item). BFCL multiple (the default before) has
+# no use for a program, and its function schemas make every prompt long.
 DEFAULT_BENCHMARK = "gsm8k"
 DEFAULT_MAX_AGENTS = 4
 
