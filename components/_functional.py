@@ -171,6 +171,7 @@ class FewShot(Memory):
     """Shows the same k solved training items before every question; costs their tokens per call."""
 
     name: ClassVar[str] = "few_shot"
+    shows_examples: ClassVar[bool] = True
     k: int = param(3, low=1, high=8, doc="number of examples")
     seed: int = param(0, searchable=False, doc="which examples are drawn from the pool")
 
@@ -193,6 +194,7 @@ class Retrieval(Memory):
     `few_shot` plus a ranking over the whole pool per task; an export carries the whole pool."""
 
     name: ClassVar[str] = "retrieval"
+    shows_examples: ClassVar[bool] = True
     k: int = param(3, low=1, high=8, doc="number of examples")
 
     def select(self, pool: Sequence[Example]) -> tuple[Example, ...]:

@@ -529,6 +529,9 @@ class Memory(Component):
     """What the model is shown besides the question, and what the agent learns while it runs."""
 
     slot: ClassVar[str] = "memory"
+    # True for memories that only show training examples: on a benchmark without any they are
+    # the same design as no memory, so narrowed design spaces leave them out there.
+    shows_examples: ClassVar[bool] = False
 
     def select(self, pool: Sequence[Example]) -> tuple[Example, ...]:
         """The training items kept from `pool`: all this memory reads later, all an export carries.

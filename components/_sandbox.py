@@ -60,7 +60,10 @@ _MB = 1024 * 1024
 # The hook reads only values bound in its closure (no module globals, no builtins lookups, no
 # monkey-patchable Python helpers such as `os.path.realpath`) and never calls the program's code
 # (short of a custom `__fspath__`), so the program cannot change its rules by patching modules.
-_CHILD = "import os\nimport sys\n" + CONFINE_SOURCE + r"""
+_CHILD = (
+    "import os\nimport sys\n"
+    + CONFINE_SOURCE
+    + r"""
 
 def _install_hook(workdir, violation_exit):
     write, exit_, lstat, readlink, getcwd = os.write, os._exit, os.lstat, os.readlink, os.getcwd
@@ -268,7 +271,9 @@ def _run(code_fd, violation_exit, memory_exit, hooks):
     os.close(code_fd)
     source = b"".join(chunks).decode("utf-8", "surrogatepass")
     workdir = os.path.realpath(sys.argv[1])
-    """ + CONFINE_CALL + r"""
+    """
+    + CONFINE_CALL
+    + r"""
 
     import linecache
     import traceback
@@ -301,6 +306,7 @@ def _run(code_fd, violation_exit, memory_exit, hooks):
 
 _run(*map(int, sys.argv[9:13]))
 """
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -78,7 +78,7 @@ from agentdesign.search._loop import (
     run_worker,
 )
 from agentdesign.search._report import write_report
-from agentdesign.search._space import SPACE_PRESETS, space_from_option
+from agentdesign.search._space import SPACE_PRESETS, space_from_option, unsuited_components
 from agentdesign.search._strategies import STRATEGIES
 from agentdesign.search._verdict import BASELINES, check_selection, holdout_choice, run_verdict
 
@@ -219,7 +219,7 @@ def _config(
     confirm_top: int,
     baselines: Sequence[str] | None,
 ) -> RunConfig:
-    narrowing = space_from_option(space, unsuited=get_benchmark(benchmark).unsuited_components)
+    narrowing = space_from_option(space, unsuited=unsuited_components(get_benchmark(benchmark)))
     if confirm_top < 0:
         raise AgentDesignError(f"--confirm-top must not be negative, got {confirm_top}")
     return RunConfig(

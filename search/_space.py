@@ -13,8 +13,16 @@ import numpy as np
 import optuna
 
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo, SpecError
+from agentdesign.evaluators import Benchmark
 
-__all__ = ["PROMPTS_ATTR", "SPACE_PRESETS", "SearchSpace", "prompt_params", "space_from_option"]
+__all__ = [
+    "PROMPTS_ATTR",
+    "SPACE_PRESETS",
+    "SearchSpace",
+    "prompt_params",
+    "space_from_option",
+    "unsuited_components",
+]
 
 # Values a numeric parameter takes on the coarse grid (see SearchSpace).
 _GRID_POINTS = 5
@@ -234,6 +242,17 @@ SPACE_PRESETS: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+def unsuited_components(benchmark: Benchmark) -> frozenset[str]:
+    """Components that cannot help on `benchmark`: those it names itself and, where it has no
+    training examples, the memories that only show examples (the same design as no memory)."""
+    unsuited = set(benchmark.unsuited_components)
+    if not benchmark.train_examples():
+        for name in REGISTRY.names("memory"):
+            if getattr(REGISTRY.get("memory", name), "shows_examples", False):
+                unsuited.add(name)
+    return frozenset(unsuited)
 
 
 def space_from_option(option: str, *, unsuited: frozenset[str] = frozenset()) -> dict[str, Any]:

@@ -16,7 +16,12 @@ from agentdesign.components._runtime import Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark, make_split
 from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
 from agentdesign.search._loop import study_name
-from agentdesign.search._space import SPACE_PRESETS, SearchSpace, space_from_option
+from agentdesign.search._space import (
+    SPACE_PRESETS,
+    SearchSpace,
+    space_from_option,
+    unsuited_components,
+)
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 
@@ -234,10 +239,13 @@ def test_every_preset_can_propose_every_component(preset: str) -> None:
 
 def test_a_narrowed_preset_leaves_out_what_the_benchmark_cannot_use() -> None:
     """Function calling has no use for a program's printed answer; arithmetic does."""
-    unsuited = get_benchmark("bfcl-multiple").unsuited_components
-    assert space_from_option("quick", unsuited=unsuited)["choices"]["workflow"] == ("single",)
-    gsm8k = get_benchmark("gsm8k").unsuited_components
-    assert "program_of_thought" in space_from_option("quick", unsuited=gsm8k)["choices"]["workflow"]
+    unsuited = unsuited_components(get_benchmark("bfcl-multiple"))
+    assert unsuited == {"program_of_thought", "few_shot", "retrieval"}  # BFCL has no examples
+    bfcl = space_from_option("quick", unsuited=unsuited)["choices"]
+    assert bfcl["workflow"] == ("single",) and bfcl["memory"] == ("none",)
+    gsm8k = space_from_option("quick", unsuited=unsuited_components(get_benchmark("gsm8k")))
+    assert "program_of_thought" in gsm8k["choices"]["workflow"]
+    assert "few_shot" in gsm8k["choices"]["memory"]
     assert space_from_option("full", unsuited=unsuited) == {}
 
 
