@@ -167,8 +167,8 @@ UnsafeSandboxOption = Annotated[
     ),
 ]
 DEFAULT_MODEL = "embedded/qwen2.5-coder-1.5b"
-# The default run aims at 15 minutes on 2 CPU cores with no response cached (the README's measured
-# run took 18.5, on a slow spell of the machine). GSM8K: the quick space's designs differ there
+# The default run aims at 15 minutes on 2 CPU cores with no response cached; the README's two
+# measured runs took 18.5 and 19.3, over that target. GSM8K: the quick space's designs differ there
 # (0.00-0.62 on 8 items) and its program-of-thought designs answer in 7-13 s an item; 4 designs x
 # 8 search items, then the winner and the two baselines on 10 unseen items, which take more than
 # half the time (a chain of thought takes 15-20 s an item). BFCL multiple (the default before) has
