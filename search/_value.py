@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
 
@@ -19,7 +20,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.feature_extraction.text import HashingVectorizer
 from sklearn.linear_model import BayesianRidge
 from sklearn.model_selection import KFold
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from agentdesign.archive import Archive
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo
@@ -132,10 +133,18 @@ def design_features(
     return np.hstack([design, text, model])
 
 
-def _one_blas_thread() -> threadpool_limits:
+def _one_blas_thread() -> AbstractContextManager[object]:
     """The model's matrices are small: BLAS threads only spin against each other and against the
     engine's threads (a fit took about 20 times longer with them on 2 busy cores)."""
-    return threadpool_limits(1)
+    limiter: AbstractContextManager[object] = _blas_controller().limit(limits=1)
+    return limiter
+
+
+@cache
+def _blas_controller() -> ThreadpoolController:
+    """The loaded BLAS libraries, found once: scanning them costs milliseconds, as much as a
+    prediction, while limiting through a found controller costs microseconds."""
+    return ThreadpoolController()
 
 
 class ValueModel:
