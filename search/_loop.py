@@ -886,11 +886,14 @@ class _Search:
                 )
                 if cot_evaluation is None:
                     continue
-                spec = cot_sc_baseline(
+                matched = cot_sc_baseline(
                     self.config.model,
                     winner_tokens=confirmed.tokens_per_item,
                     cot_tokens=cot_evaluation.tokens_per_item,
                 )
+                if matched is None:  # CoT is already the cost-matched baseline; the verdict says so
+                    continue
+                spec = matched
             if spec.spec_hash == winner.spec_hash:
                 continue  # the winner is this baseline: no comparison to make
             evaluation = self._evaluate(spec, self.holdout_tasks, "holdout", None, role="baseline")

@@ -48,14 +48,16 @@ def cot_baseline(model: str, *, interactive: bool = False) -> AgentSpec:
     return AgentSpec.create(model=model, workflow="react" if interactive else "single")
 
 
-def cot_sc_baseline(model: str, *, winner_tokens: float, cot_tokens: float) -> AgentSpec:
-    """Self-consistency over chain-of-thought samples, as many as the winner's tokens per item buy
-    at the CoT baseline's tokens per item (at least 2, at most 9), so that it costs about what
-    the winner costs."""
+def cot_sc_baseline(model: str, *, winner_tokens: float, cot_tokens: float) -> AgentSpec | None:
+    """Self-consistency over as many chain-of-thought samples as the winner's tokens per item buy
+    at the CoT baseline's tokens per item (at most 9), so that it costs no more than the winner.
+    None when they buy fewer than 2: then CoT itself is the cost-matched baseline."""
     if cot_tokens <= 0:
         raise AgentDesignError("the cot-sc baseline needs the CoT baseline's tokens per item")
     low, high = _SC_SAMPLES
-    samples = int(min(max(round(winner_tokens / cot_tokens), low), high))
+    samples = min(math.floor(winner_tokens / cot_tokens), high)
+    if samples < low:
+        return None
     return AgentSpec.create(
         model=model, workflow={"name": "self_consistency", "params": {"n_samples": samples}}
     )
@@ -103,6 +105,7 @@ class RunVerdict:
     baselines: tuple[BaselineVerdict, ...]
     overfit: OverfitReport | None  # None with fewer than 2 designs or 2 shared search items
     runner_up: PairedComparison | None  # winner minus the second design on the search items
+    unscored: tuple[tuple[str, str], ...] = ()  # (label, why) of baselines never to be scored
 
     @property
     def winner_label(self) -> str:
@@ -113,9 +116,10 @@ class RunVerdict:
         if self.winner is None:
             return ["no winner recorded yet: the search has not finished"]
         lines = [verdict.sentence(self.winner_label) for verdict in self.baselines]
+        lines += [f"baseline {label} not scored: {why}" for label, why in self.unscored]
         if self.holdout is None:
             lines.append(f"winner {self.winner_label} is not yet scored on the holdout")
-        elif not self.baselines:
+        elif not self.baselines and not self.unscored:
             lines.append(f"winner {self.winner_label}: no baseline scored on the holdout yet")
         if self.overfit is not None:
             o = self.overfit
@@ -189,7 +193,43 @@ def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
         baselines=tuple(verdicts),
         overfit=overfit,
         runner_up=runner_up,
+        unscored=_unscored_baselines(run, confirmed, verdicts),
     )
+
+
+def _unscored_baselines(
+    run: RunRecord, holdout: EvaluationRecord | None, verdicts: Sequence[BaselineVerdict]
+) -> tuple[tuple[str, str], ...]:
+    """(label, why) for each built-in baseline the run asked for and will never score, so that
+    the headline never drops one without a word."""
+    asked = sorted(
+        str(entry["label"])
+        for entry in run.config.get("baselines") or ()
+        if entry.get("spec") is None
+    )
+    cots = {cot_baseline(run.model).spec_hash, cot_baseline(run.model, interactive=True).spec_hash}
+    if holdout is None or not asked:
+        return ()
+    if holdout.agent_hash in cots:
+        return tuple(
+            (label, "the winner is chain of thought itself, its own cost-matched baseline")
+            for label in asked
+        )
+    cot = next((v for v in verdicts if v.label == "cot"), None)
+    if "cot-sc" not in asked or cot is None or any(v.label.startswith("cot-sc") for v in verdicts):
+        return ()
+    if cot.baseline_hash != cot_baseline(run.model).spec_hash:
+        return (("cot-sc", "self-consistency cannot play an environment"),)
+    cost_matched = cot_sc_baseline(
+        run.model, winner_tokens=cot.winner_tokens, cot_tokens=cot.baseline_tokens
+    )
+    if cost_matched is not None:  # it will be scored: the holdout is still running
+        return ()
+    why = (
+        f"the winner uses {cot.token_ratio:.2f}x CoT's tokens per item, too few for the 2 samples "
+        "self-consistency needs, so CoT is the cost-matched baseline"
+    )
+    return (("cot-sc", why),)
 
 
 @dataclass(frozen=True)

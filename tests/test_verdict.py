@@ -3,7 +3,7 @@ never replaced, baselines are scored on the same holdout items, and no choice le
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,12 @@ from agentdesign.search._cli import _evaluation_items
 from agentdesign.search._loop import finalize_run
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._value import labelled_from_archive
-from agentdesign.search._verdict import cot_baseline, holdout_choice, run_verdict
+from agentdesign.search._verdict import (
+    cot_baseline,
+    cot_sc_baseline,
+    holdout_choice,
+    run_verdict,
+)
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 
@@ -87,7 +92,9 @@ def test_baselines_are_scored_on_the_same_holdout_items_and_make_the_headline(
     assert verdict.holdout is not None and verdict.holdout.agent_hash == run.winner_hash
     labels = {v.label for v in verdict.baselines}
     if run.winner_hash == cot_baseline("fake/model").spec_hash:  # the winner is plain CoT
-        assert labels == {"cot-sc(n=2)"}
+        assert not labels
+        assert {label for label, _ in verdict.unscored} == {"cot", "cot-sc"}
+        assert "winner is chain of thought itself" in " ".join(verdict.headline())
     else:
         assert {"cot"} <= labels
     for baseline in verdict.baselines:
@@ -95,6 +102,57 @@ def test_baselines_are_scored_on_the_same_holdout_items_and_make_the_headline(
         assert baseline.sentence(verdict.winner_label).count("unseen items") == 1
     # baselines count in tokens, never as searched designs
     assert archive.run_totals("b").n_complete == 4
+
+
+@pytest.mark.parametrize(
+    ("winner_tokens", "samples"), [(100.0, None), (199.0, None), (200.0, 2), (290.0, 2), (5e3, 9)]
+)
+def test_cot_sc_takes_the_samples_the_winners_tokens_buy_and_none_below_two(
+    winner_tokens: float, samples: int | None
+) -> None:
+    spec = cot_sc_baseline("fake/model", winner_tokens=winner_tokens, cot_tokens=100.0)
+    if samples is None:
+        assert spec is None
+    else:
+        assert spec is not None and spec.to_flat()["workflow__n_samples"] == samples
+
+
+def right_at_length(
+    model: str, messages: Sequence[Message], temperature: float, seed: int | None
+) -> str:
+    """Right only without chain of thought, and then at length: the winner costs CoT 3x over."""
+    question = messages[-1]["content"].split("\n\n")[0]
+    if "step by step" in messages[0]["content"]:
+        return "Answer: -1"
+    return "word " * 200 + f"Answer: {GOLD.get(question, '0')}"
+
+
+def right_direct(
+    model: str, messages: Sequence[Message], temperature: float, seed: int | None
+) -> str:
+    """Right only without chain of thought, in as few words as CoT's wrong answer."""
+    question = messages[-1]["content"].split("\n\n")[0]
+    if "step by step" in messages[0]["content"]:
+        return "Answer: -1"
+    return f"Answer: {GOLD.get(question, '0')}"
+
+
+@pytest.mark.parametrize(("answer", "sc_scored"), [(right_at_length, True), (right_direct, False)])
+def test_cot_sc_is_scored_only_when_the_winners_tokens_buy_two_samples_and_the_verdict_says_why(
+    archive: Archive, answer: Callable[..., str], sc_scored: bool
+) -> None:
+    plain = {"workflow": ["single"], "reasoning": ["direct", "cot"]} | {
+        slot: ["none"] for slot in ("planning", "memory", "tool", "reflection")
+    }
+    run_search(archive, config("sc", choices=plain), llm=FakeChatModel(answer))
+    verdict = run_verdict(archive, "sc")
+    labels = [v.label for v in verdict.baselines]
+    cot = next(v for v in verdict.baselines if v.label == "cot")
+    assert cot.token_ratio >= 2 if sc_scored else cot.token_ratio < 2
+    assert any(label.startswith("cot-sc(n=") for label in labels) == sc_scored
+    unscored = [line for line in verdict.headline() if "cot-sc not scored" in line]
+    assert len(unscored) == (0 if sc_scored else 1)
+    assert not any("no baseline scored" in line for line in verdict.headline())
 
 
 def test_finalize_scores_more_designs_as_exploratory_and_never_replaces_the_winner(
