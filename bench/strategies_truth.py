@@ -44,7 +44,8 @@ nothing) and by racing (its `+race` variant races its designs with the live loop
 stopped early counts as an evaluation, spends its items' tokens and is never reported); and the
 value model's Spearman correlation with the true accuracies of `--designs` random designs after
 10, 30 and 100 labelled random designs (labels: their observed search-item scores), over
-`--value-seeds` worlds, with the time it takes to predict 100 designs.
+`--value-seeds` worlds, the share of those designs' observed search-item scores inside its 95%
+intervals, and the time it takes to predict 100 designs.
 
 Read the value model's figures knowing the truth's form: additive effects and pairwise
 interactions are what its ridge member models (the per-combination effects are not).
@@ -106,6 +107,7 @@ LABELS = (10, 30, 100)
 NEAR_BEST = 0.02
 TOP = 0.01
 CHECK_WORLDS = 100
+Z95 = 1.959964  # a two-sided 95% interval's half-width in standard deviations
 # A strategy variant whose value model screens one candidate only: what screening saves.
 UNSCREENED = "-unscreened"
 # A strategy variant whose designs race (search/_racing.py, the loop's defaults): what racing saves.
@@ -142,6 +144,7 @@ class Outcome:
     runs: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     spearman: dict[int, float] = field(default_factory=dict)
+    coverage: dict[int, float] = field(default_factory=dict)
     predict_s: float = math.nan
 
 
@@ -242,10 +245,12 @@ def _value_model(
         )
         for spec in labelled
     ]
+    observed = np.array([world.evaluate(spec, world.search_items).mean for spec in reference])
     for n in LABELS:
         model = ValueModel(seed=world.seed).fit(rows[:n])
-        predicted, _ = model.predict(reference, description=world.description)
+        predicted, spread = model.predict(reference, description=world.description)
         outcome.spearman[n] = rank_correlation(predicted, accuracy)
+        outcome.coverage[n] = float(np.mean(np.abs(observed - predicted) <= Z95 * spread))
     started = time.perf_counter()
     model.predict(reference[:100], description=world.description)
     outcome.predict_s = time.perf_counter() - started
@@ -491,6 +496,9 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
             {
                 "labelled designs": str(k),
                 "Spearman rho": _mean_cell(np.array([o.spearman[k] for o in value])),
+                "95% coverage of observed scores": _mean_cell(
+                    np.array([o.coverage[k] for o in value])
+                ),
             }
             for k in LABELS
         ]

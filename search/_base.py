@@ -31,6 +31,7 @@ __all__ = [
     "history_from_study",
     "mutate",
     "pairwise_design",
+    "report_items",
 ]
 
 OBJECTIVES = ("score", "score-cost")
@@ -43,6 +44,8 @@ class Observation:
     """A design the run has asked for: "complete" (with its score), "pruned" or "running".
 
     `tokens_per_task` is the cost objective; it is known for complete trials of a score-cost run.
+    A pruned design's `score` is its mean on the `n_items` search items it had when racing stopped
+    it (None where the trial reported none); `n_items` is None where unknown.
     """
 
     spec: AgentSpec
@@ -51,6 +54,7 @@ class Observation:
     tokens_per_task: float | None = None
     parents: tuple[str, ...] = ()
     operator: str | None = None
+    n_items: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,15 +78,23 @@ class History:
         return tuple(o for o in self.observations if o.state == "complete")
 
     def labelled(self) -> list[Labelled]:
-        """Every real result to learn from: this run's complete trials, then the prior's others."""
+        """Every real result to learn from: this run's complete trials, its pruned ones weighted by
+        their share of a complete trial's items, then the prior's others."""
+        full = max((o.n_items or 0 for o in self.complete), default=0)
+        partial = [
+            o
+            for o in self.observations
+            if o.state == "pruned" and o.score is not None and o.n_items and full
+        ]
         own = [
             Labelled(
                 spec=o.spec,
                 description=self.description,
                 score=float(o.score or 0.0),
                 tokens_per_task=float(o.tokens_per_task or 0.0),
+                weight=1.0 if o.state == "complete" else min((o.n_items or 0) / full, 1.0),
             )
-            for o in self.complete
+            for o in (*self.complete, *partial)
         ]
         mine = {(r.spec.spec_hash, r.description) for r in own}
         return own + [r for r in self.prior if (r.spec.spec_hash, r.description) not in mine]
@@ -196,6 +208,8 @@ def history_from_study(
         if spec_json is None or trial.state not in states:
             continue
         values = trial.values or []
+        if not values and trial.last_step is not None:  # pruned: the mean when it was stopped
+            values = [trial.intermediate_values[trial.last_step]]
         observations.append(
             Observation(
                 spec=AgentSpec.from_json(spec_json),
@@ -204,6 +218,7 @@ def history_from_study(
                 tokens_per_task=values[1] if len(values) > 1 else None,
                 parents=tuple(trial.user_attrs.get("parents", ())),
                 operator=trial.user_attrs.get("operator"),
+                n_items=trial.last_step,
             )
         )
     return History(
@@ -283,6 +298,15 @@ def pairwise_design(space: SearchSpace, rng: np.random.Generator) -> list[AgentS
 
 def softmax(values: np.ndarray, temperature: float) -> np.ndarray:
     return np.asarray(special.softmax(values / max(temperature, 1e-9)), dtype=float)
+
+
+def report_items(trial: optuna.Trial, mean: float, n_items: int) -> None:
+    """Records a single-objective trial's mean on the `n_items` search items it was scored on, as
+    its intermediate value at step `n_items`: a pruned trial keeps its partial mean (optuna's TPE
+    and the value model learn from it) and every trial its item count. A no-op for two objectives,
+    which optuna cannot report and racing never prunes."""
+    if len(trial.study.directions) == 1:
+        trial.report(mean, step=n_items)
 
 
 def ask_trial(study: optuna.Study, strategy: Strategy, history: History) -> optuna.Trial:

@@ -308,7 +308,8 @@ class _ProgressReporter(Reporter):
         built_in = {b["label"] for b in config.baselines if b.get("spec") is None}
         # cot-sc takes its samples from CoT's cost, so CoT is scored too even when not asked for.
         extra_cot = "cot-sc" in built_in and "cot" not in built_in
-        self.holdout_planned = config.confirm_top + len(config.baselines) + extra_cot
+        self.holdout_asked = config.confirm_top + len(config.baselines) + extra_cot
+        self.holdout_planned = self.holdout_asked  # less the baselines the run will not score
         self.started_at = time.monotonic()
         self.overall: TaskID = self.progress.add_task(
             "designs", total=self.budget.max_agents, info="", deadline=None
@@ -358,8 +359,10 @@ class _ProgressReporter(Reporter):
                 # a baseline the run will not score (cot-sc below 2 samples' worth of the
                 # winner's tokens) leaves the plan once the verdict knows it
                 skipped = len(run_verdict(self.archive, self.run.name).unscored)
-                total = max(self.holdout_planned - skipped, self.holdout_done)
-                self.progress.update(self.overall, completed=self.holdout_done, total=total)
+                self.holdout_planned = max(self.holdout_asked - skipped, self.holdout_done)
+                self.progress.update(
+                    self.overall, completed=self.holdout_done, total=self.holdout_planned
+                )
                 line = f"holdout {role} {agent}: {_interval(scored)}"
             else:
                 self._count_designs()

@@ -67,7 +67,7 @@ class GuidedStrategy(Strategy):
         self.uniform_share = uniform_share
         self.refiner = refiner
         self._initial_design = pairwise_design(space, np.random.default_rng([seed, 1]))
-        self._fitted_on: tuple[tuple[str, str, float], ...] | None = None
+        self._fitted_on: tuple[tuple[str, str, float, float], ...] | None = None
         self._score_model = ValueModel(seed=seed)
         self._cost_model = ValueModel(seed=seed)
 
@@ -75,7 +75,7 @@ class GuidedStrategy(Strategy):
 
     def _internal_learn(self, history: History) -> None:
         rows = history.labelled()
-        key = tuple((r.spec.spec_hash, r.description, r.score) for r in rows)
+        key = tuple((r.spec.spec_hash, r.description, r.score, r.weight) for r in rows)
         if key == self._fitted_on:
             return
         self._score_model = ValueModel(seed=self.seed).fit(rows)

@@ -57,7 +57,7 @@ from agentdesign.evaluators import (
     make_split,
     score_interval,
 )
-from agentdesign.search._base import ask_trial, history_from_study
+from agentdesign.search._base import ask_trial, history_from_study, report_items
 from agentdesign.search._racing import Racing
 from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
@@ -525,7 +525,7 @@ class _Search:
                 if evaluation is None:
                     reason = self._stop_reason() or "stopped"
                     break
-                self._tell(trial.number, evaluation)
+                self._tell(trial, evaluation)
                 is_repeat = self.archive.run_totals(self.run.name).n_agents == agents_before
                 repeats = repeats + 1 if is_repeat else 0
                 if repeats >= _MAX_REPEATS:
@@ -697,8 +697,22 @@ class _Search:
             max_agents=self.config.budget.max_agents,
         )
 
-    def _tell(self, number: int, evaluation: EvaluationRecord) -> None:
-        """Score, or score and tokens per task; a pruned evaluation is told as pruned."""
+    def _tell(
+        self, trial: optuna.Trial | optuna.trial.FrozenTrial, evaluation: EvaluationRecord
+    ) -> None:
+        """Score, or score and tokens per task; a pruned evaluation is told as pruned, with its
+        mean on the items it had (see `report_items`)."""
+        number = trial.number
+        scores = [r.score for r in self.archive.task_results(evaluation.id).values()]
+        if scores:
+            # a resumed trial comes back frozen: reporting needs the live handle on its id
+            live = (
+                trial
+                if isinstance(trial, optuna.Trial)
+                else optuna.Trial(self.study, trial._trial_id)
+            )
+            with suppress(optuna.exceptions.UpdateFinishedTrialError):
+                report_items(live, sum(scores) / len(scores), len(scores))
         if evaluation.status == "pruned":
             self._finish_trial(number, state=optuna.trial.TrialState.PRUNED)
             return

@@ -31,6 +31,7 @@ from agentdesign.search._base import (
     Strategy,
     ask_trial,
     history_from_study,
+    report_items,
 )
 from agentdesign.search._strategies import make_strategy
 from agentdesign.search._table import ReplayTable
@@ -144,6 +145,7 @@ def drive(
             _record(study, strategy, trial, result.spec, values)
         else:
             trial.set_user_attr("spec", proposed.to_json())
+            report_items(trial, result.mean, len(result.scores))
             if result.complete:
                 study.tell(trial, values)
             else:

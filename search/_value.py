@@ -46,12 +46,18 @@ _Z95 = 1.959964
 
 @dataclass(frozen=True)
 class Labelled:
-    """One real result: a design's mean score on a benchmark (and its tokens per task)."""
+    """One real result: a design's mean score on a benchmark (and its tokens per task).
+
+    `weight` is how much the fit trusts it: 1 for a design scored on every item, its share of the
+    items for one that racing stopped early (a partial mean, and a pessimistic one: it was stopped
+    because it trailed), so racing does not starve the model of the designs it drops.
+    """
 
     spec: AgentSpec
     description: str
     score: float
     tokens_per_task: float = 0.0
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,34 @@ def _vocabulary() -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, Pa
     return components, params
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Where each component's one-hot column and parameter columns sit in a design row."""
+
+    n_components: int
+    n_params: int
+    column: dict[tuple[str, str], int]
+    params: dict[tuple[str, str], tuple[tuple[int, ParamInfo], ...]]
+    pairs: tuple[np.ndarray, np.ndarray]
+
+
+@cache
+def _layout() -> _Layout:
+    components, params = _vocabulary()
+    offsets: dict[tuple[str, str], list[tuple[int, ParamInfo]]] = {}
+    offset = 0
+    for slot, name, info in params:
+        offsets.setdefault((slot, name), []).append((offset, info))
+        offset += len(info.choices) if info.kind == "choice" and info.choices else 1
+    return _Layout(
+        n_components=len(components),
+        n_params=offset,
+        column={key: i for i, key in enumerate(components)},
+        params={key: tuple(found) for key, found in offsets.items()},
+        pairs=np.triu_indices(len(components), k=1),
+    )
+
+
 def _param_features(info: ParamInfo, value: object) -> list[float]:
     if info.kind == "bool":
         return [float(bool(value))]
@@ -95,6 +129,7 @@ def _param_features(info: ParamInfo, value: object) -> list[float]:
     return [(x - low) / (high - low) if high > low else 0.0]
 
 
+@cache
 def _text_hasher(n_features: int) -> HashingVectorizer:
     return HashingVectorizer(
         n_features=n_features, alternate_sign=False, norm="l2", token_pattern=r"[A-Za-z0-9.]+"
@@ -109,28 +144,27 @@ def design_features(
     `descriptions` is the benchmark's description, one for all specs or one per spec. A parameter
     of a component the spec does not use is 0, so it only matters under its component.
     """
-    components, params = _vocabulary()
-    rows = []
-    for spec in specs:
-        chosen = {(slot, spec[slot].name) for slot in SLOTS}
-        onehot = np.array([float(key in chosen) for key in components])
-        values: list[float] = []
-        for slot, name, info in params:
-            if spec[slot].name == name:
-                values += _param_features(info, getattr(spec[slot], info.name))
-            else:
-                values += [0.0] * (
-                    len(info.choices) if info.kind == "choice" and info.choices else 1
-                )
-        pairs = np.outer(onehot, onehot)[np.triu_indices(len(components), k=1)]
-        rows.append(np.concatenate([onehot, values, pairs]))
-    design = np.array(rows).reshape(len(specs), -1)
+    layout = _layout()
+    onehot = np.zeros((len(specs), layout.n_components))
+    values = np.zeros((len(specs), layout.n_params))
+    for row, spec in enumerate(specs):
+        for slot in SLOTS:
+            component = spec[slot]
+            key = (slot, component.name)
+            onehot[row, layout.column[key]] = 1.0
+            for offset, info in layout.params.get(key, ()):
+                found = _param_features(info, getattr(component, info.name))
+                values[row, offset : offset + len(found)] = found
+    first, second = layout.pairs
+    pairs = onehot[:, first] * onehot[:, second]
     texts = [descriptions] * len(specs) if isinstance(descriptions, str) else list(descriptions)
     index = {text: i for i, text in enumerate(dict.fromkeys(texts))}
     hashed = _text_hasher(_TEXT_FEATURES).transform(list(index)).toarray()
     text = hashed[[index[t] for t in texts]].reshape(len(specs), _TEXT_FEATURES)
-    model = _text_hasher(_MODEL_FEATURES).transform([s.model for s in specs]).toarray()
-    return np.hstack([design, text, model])
+    models = {model: i for i, model in enumerate(dict.fromkeys(s.model for s in specs))}
+    hashed_models = _text_hasher(_MODEL_FEATURES).transform(list(models)).toarray()
+    model = hashed_models[[models[s.model] for s in specs]].reshape(len(specs), _MODEL_FEATURES)
+    return np.hstack([onehot, values, pairs, text, model])
 
 
 def _one_blas_thread() -> AbstractContextManager[object]:
@@ -150,8 +184,10 @@ def _blas_controller() -> ThreadpoolController:
 class ValueModel:
     """A two-member ensemble: Bayesian ridge regression (a second-order model, through the pairwise
     features) and a random forest (for effects that are not additive). Its mean is the members'
-    average; its variance is each member's own (the ridge posterior, the spread of the trees)
-    averaged, plus their disagreement.
+    average. Its variance is each member's own (the ridge posterior, the spread of the trees)
+    averaged, plus their disagreement, scaled so that it matches the ensemble's errors on the
+    designs each member did not fit (the ridge's leave-one-out residuals, the forest's out-of-bag
+    ones): an uncertainty from held-out errors, not from how well it fits its own labels.
 
     Unfitted (fewer than two results), it predicts the middle of the score range with the widest
     uncertainty, so screening by an optimistic bound then falls back to exploring.
@@ -163,6 +199,7 @@ class ValueModel:
             n_estimators=n_trees, max_features=0.5, random_state=seed, n_jobs=1
         )
         self._fitted = False
+        self._scale = 1.0  # held-out squared error over the model's own variance
 
     @property
     def fitted(self) -> bool:
@@ -174,9 +211,11 @@ class ValueModel:
         if self._fitted:
             x = design_features([r.spec for r in rows], [r.description for r in rows])
             y = np.array([r.score for r in rows])
+            weights = np.array([r.weight for r in rows])
             with _one_blas_thread():
-                self._ridge.fit(x, y)
-                self._forest.fit(x, y)
+                self._ridge.fit(x, y, sample_weight=weights)
+                self._forest.fit(x, y, sample_weight=weights)
+                self._scale = self._held_out_scale(x, y, weights)
         return self
 
     def predict(
@@ -189,11 +228,56 @@ class ValueModel:
             return np.full(len(specs), 0.5), np.full(len(specs), 0.5)
         x = design_features(specs, description)
         with _one_blas_thread():
-            ridge_mean, ridge_std = self._ridge.predict(x, return_std=True)
-            trees = np.stack([tree.predict(x) for tree in self._forest.estimators_])
+            ridge_mean, ridge_var = self._ridge.predict(x), self._ridge_variance(x)
+            trees = self._tree_predictions(x)
         means = np.stack([ridge_mean, trees.mean(axis=0)])
-        variance = (ridge_std**2 + trees.var(axis=0)) / 2 + means.var(axis=0)
-        return means.mean(axis=0), np.sqrt(variance)
+        variance = (ridge_var + trees.var(axis=0)) / 2 + means.var(axis=0)
+        return means.mean(axis=0), np.sqrt(self._scale * variance)
+
+    def _tree_predictions(self, x: np.ndarray) -> np.ndarray:
+        """Each tree's prediction (one row per tree), read from the leaves `tree_.apply` finds:
+        `tree.predict` checks its input anew per tree, most of the time of a prediction."""
+        rows = np.asarray(x, dtype=np.float32)
+        return np.stack(
+            [tree.tree_.value[tree.tree_.apply(rows), 0, 0] for tree in self._forest.estimators_]
+        )
+
+    def _ridge_variance(self, x: np.ndarray) -> np.ndarray:
+        """The ridge's predictive variance, as `predict(return_std=True)` squares it, with the
+        posterior term clipped at 0: fitted on weighted or repeated designs, rounding can make it
+        slightly negative, and its square root nan."""
+        posterior = ((x @ self._ridge.sigma_) * x).sum(axis=1)
+        return np.clip(posterior, 0.0, None) + 1.0 / self._ridge.alpha_
+
+    def _held_out_scale(self, x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> float:
+        """Mean squared held-out error over the mean predicted variance at the same designs: each
+        design predicted by the ridge without it (closed-form leave-one-out) and by the trees
+        whose bootstrap left it out. 1 with fewer than 5 designs, too few to estimate it."""
+        if len(y) < 5:
+            return 1.0
+        ridge = self._ridge
+        centred = x - np.average(x, axis=0, weights=weights)
+        spread = np.clip(((centred @ ridge.sigma_) * centred).sum(axis=1), 0.0, None)
+        leverage = ridge.alpha_ * weights * spread + weights / weights.sum()
+        ridge_mean = ridge.predict(x)
+        ridge_out = y - (y - ridge_mean) / np.clip(1.0 - leverage, 0.05, None)
+        ridge_var = self._ridge_variance(x)
+        trees = self._tree_predictions(x)
+        out_of_bag = np.ones_like(trees, dtype=bool)
+        for k, in_bag in enumerate(self._forest.estimators_samples_):
+            out_of_bag[k, in_bag] = False
+        seen = out_of_bag.any(axis=0)  # left out by at least one tree
+        if seen.sum() < 5:
+            return 1.0
+        oob = np.ma.masked_array(trees, mask=~out_of_bag)
+        forest_out = oob.mean(axis=0).filled(0.0)
+        forest_var = oob.var(axis=0).filled(0.0)
+        means = np.stack([ridge_out, forest_out])
+        variance = (ridge_var + forest_var) / 2 + means.var(axis=0)
+        errors = (y - means.mean(axis=0)) ** 2
+        w = weights[seen]
+        own = float(np.sum(w * variance[seen]))
+        return float(np.sum(w * errors[seen]) / own) if own > 0 else 1.0
 
 
 def held_out_predictions(

@@ -32,6 +32,7 @@ from agentdesign.search import (
     ValueModel,
     assess_value_model,
     held_out_accuracy,
+    history_from_study,
     make_strategy,
     pairwise_design,
     rank_correlation,
@@ -223,6 +224,12 @@ def test_racing_stops_a_clearly_worse_agent_at_a_stage_as_pruned(archive: Archiv
         split="search",
     )
     assert stopped.status == "pruned" and stopped.n_done == 4 < stopped.n_planned
+    # the value model still learns from it: its mean on its 4 items, at 4/12 of a full weight
+    study = optuna.load_study(study_name=study_name("prune"), storage=archive.url)
+    rows = history_from_study(study, description="d").labelled()
+    partial = next(r for r in rows if r.spec.spec_hash == pruned_hash)
+    assert partial.score == 0.0 and partial.weight == pytest.approx(4 / 12)
+    assert all(r.weight == 1.0 for r in rows if r.spec.spec_hash in {b.agent_hash for b in board})
 
 
 def test_the_covering_design_has_every_pair_of_components() -> None:
@@ -250,6 +257,19 @@ def test_the_value_model_beats_a_constant_and_reports_its_accuracy(table: Replay
     assert 0.0 <= report.coverage_95 <= 1.0 and report.n_agents == len(rows)
     held_out = held_out_accuracy(table, n_labelled=30, seed=0)
     assert held_out.spearman > 0.2 and held_out.n_agents == len(table.designs) - 30
+
+
+def test_the_value_models_intervals_come_from_held_out_errors() -> None:
+    """On scores that are pure noise, intervals scaled by the held-out errors cover about 95% of
+    fresh scores of unseen designs: neither too narrow (a fit to its own labels) nor too wide."""
+    space = SearchSpace(model="fake/model")
+    rng = np.random.default_rng(0)
+    specs = [space.sample(rng) for _ in range(260)]
+    rows = [Labelled(spec=s, description="d", score=float(rng.normal(0.5, 0.1))) for s in specs]
+    mean, std = ValueModel(seed=0).fit(rows[:60]).predict(specs[60:], description="d")
+    fresh = rng.normal(0.5, 0.1, 200)
+    coverage = float(np.mean(np.abs(fresh - mean) <= 1.96 * std))
+    assert 0.9 <= coverage <= 0.99, coverage
 
 
 def test_an_unfitted_value_model_is_uncertain_and_a_fitted_one_ranks() -> None:
