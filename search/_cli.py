@@ -169,12 +169,15 @@ UnsafeSandboxOption = Annotated[
 DEFAULT_MODEL = "embedded/qwen2.5-coder-1.5b"
 # The default run aims at 15 minutes on 2 CPU cores with no response cached (the README has the
 # measured runs). GSM8K: the quick space's designs differ there (0.00-0.62 on 8 items) and its
-# program-of-thought designs answer in 7-13 s an item; 4 designs x 8 search items, then the winner
-# and chain of thought (15-20 s an item) on 10 unseen items; CoT-SC runs only when the winner's
-# tokens buy 2 or more CoT samples. BFCL multiple (the default before) has no use for a program,
-# and its function schemas make every prompt long.
+# program-of-thought designs answer in 7-16 s an item; 4 designs x 6 search items, then the winner
+# and chain of thought (6-45 s an item) on 8 unseen items; CoT-SC runs only when the winner's
+# tokens buy 2 or more CoT samples. With 8 search and 10 holdout items it took 14.3 and 15.3
+# minutes. BFCL multiple (the default before) has no use for a program, and its function schemas
+# make every prompt long.
 DEFAULT_BENCHMARK = "gsm8k"
 DEFAULT_MAX_AGENTS = 4
+DEFAULT_N_SEARCH = 6
+DEFAULT_N_HOLDOUT = 8
 
 
 def _open(storage: str, *, create: bool = False) -> Archive:
@@ -729,8 +732,8 @@ def run(
     max_agents: MaxAgentsOption = DEFAULT_MAX_AGENTS,
     max_tokens: MaxTokensOption = None,
     max_minutes: MaxMinutesOption = None,
-    n_search: NSearchOption = 8,
-    n_holdout: NHoldoutOption = 10,
+    n_search: NSearchOption = DEFAULT_N_SEARCH,
+    n_holdout: NHoldoutOption = DEFAULT_N_HOLDOUT,
     seed: SeedOption = 0,
     concurrency: ConcurrencyOption = 1,
     task_timeout: TaskTimeoutOption = None,
@@ -795,8 +798,8 @@ def worker(
     max_agents: MaxAgentsOption = DEFAULT_MAX_AGENTS,
     max_tokens: MaxTokensOption = None,
     max_minutes: MaxMinutesOption = None,
-    n_search: NSearchOption = 8,
-    n_holdout: NHoldoutOption = 10,
+    n_search: NSearchOption = DEFAULT_N_SEARCH,
+    n_holdout: NHoldoutOption = DEFAULT_N_HOLDOUT,
     seed: SeedOption = 0,
     concurrency: ConcurrencyOption = 1,
     task_timeout: TaskTimeoutOption = None,
