@@ -8,7 +8,6 @@ the same agent on the same tasks.
 from __future__ import annotations
 
 from agentdesign.archive._archive import Archive, ArchiveError
-from agentdesign.archive._evaluate import evaluate_agent
 from agentdesign.archive._lease import Heartbeat, worker_id
 from agentdesign.archive._records import (
     AgentRecord,
@@ -27,6 +26,5 @@ __all__ = [
     "LeaderboardRow",
     "RunRecord",
     "RunTotals",
-    "evaluate_agent",
     "worker_id",
 ]

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import numpy as np
 from sqlalchemy import create_engine, make_url, text
 
-from agentdesign.archive import Archive, EvaluationRecord, evaluate_agent
+from agentdesign.archive import Archive, EvaluationRecord
 from agentdesign.components import AgentSpec, ChatModel, FakeChatModel
 from agentdesign.evaluators import (
     Benchmark,
@@ -27,6 +27,7 @@ from agentdesign.evaluators import (
     summarize,
 )
 from agentdesign.evaluators._stats import BOOTSTRAP, EXACT
+from agentdesign.search import evaluate_agent
 
 
 def search_tasks(benchmark: Benchmark, items: int) -> tuple[Task, ...]:

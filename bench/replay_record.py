@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agentdesign.archive import Archive, evaluate_agent
+from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec, default_chat_model
 from agentdesign.evaluators import examples_from_tasks, get_benchmark, make_split
-from agentdesign.search import SearchSpace, pairwise_design
+from agentdesign.search import SearchSpace, evaluate_agent, pairwise_design
 
 CHEAP_LIMITS: dict[str, tuple[float, float]] = {
     "planning__max_tokens": (128, 384),

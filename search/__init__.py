@@ -15,6 +15,7 @@ from agentdesign.search._base import (
     mutate,
     pairwise_design,
 )
+from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._evolution import EvolutionStrategy
 from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._loop import (
@@ -82,6 +83,7 @@ __all__ = [
     "assess_value_model",
     "crossover",
     "design_features",
+    "evaluate_agent",
     "held_out_accuracy",
     "history_from_study",
     "labelled_from_archive",

@@ -1,4 +1,6 @@
-"""Evaluating one agent on a task set through the archive: the one way real scores are made.
+"""The evaluation step: one agent on a task set, run by the runner and kept by the archive.
+
+It lives in the search layer because it ties the two together; the archive below only stores.
 
 Every caller that spends model calls on an agent (the search loop, `agentdesign evaluate`, the bench
 scripts that record tables) goes through `evaluate_agent`, so each finished task is committed the
@@ -12,9 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from agentdesign.archive._archive import Archive
-from agentdesign.archive._lease import Heartbeat, worker_id
-from agentdesign.archive._records import EvaluationRecord
+from agentdesign.archive import Archive, EvaluationRecord, Heartbeat, worker_id
 from agentdesign.components import AgentSpec, ChatModel, Example, ProviderError, build_agent
 from agentdesign.evaluators import (
     Benchmark,

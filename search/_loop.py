@@ -32,7 +32,6 @@ from agentdesign.archive import (
     Heartbeat,
     RunRecord,
     RunTotals,
-    evaluate_agent,
     worker_id,
 )
 from agentdesign.components import (
@@ -57,7 +56,8 @@ from agentdesign.evaluators import (
     make_split,
     score_interval,
 )
-from agentdesign.search._base import ask_trial, history_from_study, report_items
+from agentdesign.search._base import Strategy, ask_trial, history_from_study, report_items
+from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._racing import Racing
 from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
@@ -70,6 +70,7 @@ __all__ = [
     "Reporter",
     "RunConfig",
     "RunSummary",
+    "check_searchable",
     "finalize_run",
     "resume_search",
     "run_search",
@@ -240,18 +241,27 @@ def run_search(
     ).drive()
 
 
-def _create_run(archive: Archive, config: RunConfig, *, llm: ChatModel | None) -> RunRecord:
-    """Checks the config, then stores the run with its seeded split (nothing, if a check fails)."""
-    benchmark = get_benchmark(config.benchmark)
+def _create_run(
+    archive: Archive,
+    config: RunConfig,
+    *,
+    llm: ChatModel | None,
+    benchmark: Benchmark | None = None,
+    strategy: Strategy | None = None,
+) -> RunRecord:
+    """Checks the config, then stores the run with its seeded split (nothing, if a check fails).
+
+    A `benchmark` or `strategy` object (the Python API's) stands in for the config's name of it."""
+    benchmark = benchmark if benchmark is not None else get_benchmark(config.benchmark)
     # Stored as the benchmark's reference (a data file's absolute path), so resume and export
     # reopen the same benchmark from any directory.
     config = replace(config, benchmark=benchmark.reference)
     benchmark.check_ready()  # e.g. Java for an interactive benchmark, before anything is written
     config.space()  # validates the space before anything is written
-    # likewise the strategy name and objective
-    make_strategy(
-        config.strategy, space=config.space(), seed=config.seed, objective=config.objective
-    )
+    if strategy is None:  # likewise the strategy name and objective
+        make_strategy(
+            config.strategy, space=config.space(), seed=config.seed, objective=config.objective
+        )
     if llm is None:
         check_model(config.model, api_base=config.api_base)
     split = make_split(
@@ -306,12 +316,8 @@ def resume_search(
     design found after that would be chosen by someone who has seen the holdout.
     """
     run = archive.get_run(name)
-    stored = RunConfig.from_dict(run.config).budget
-    if run.winner_hash is not None and budget is not None and budget != stored:
-        raise AgentDesignError(
-            f"run {name} has fixed its winner and scored it on the holdout, so it cannot "
-            "search on; start a new run instead (it reuses every evaluation archived here)"
-        )
+    if budget is not None and budget != RunConfig.from_dict(run.config).budget:
+        check_searchable(run)
     return _stored_search(archive, name, budget, llm, reporter, heartbeat_s).drive()
 
 
@@ -347,6 +353,16 @@ def run_worker(
     ).drive()
 
 
+def check_searchable(run: RunRecord) -> None:
+    """Refuses to search on in a run whose winner is recorded: it has been scored on the holdout,
+    so a design found after that would be chosen by someone who has seen the holdout."""
+    if run.winner_hash is not None:
+        raise AgentDesignError(
+            f"run {run.name} has fixed its winner and scored it on the holdout, so it cannot "
+            "search on; start a new run instead (it reuses every evaluation archived here)"
+        )
+
+
 def finalize_run(
     archive: Archive,
     name: str,
@@ -375,12 +391,14 @@ def _stored_search(
     heartbeat_s: int,
     *,
     strategy_seed: int | None = None,
+    benchmark: Benchmark | None = None,
+    strategy: Strategy | None = None,
 ) -> _Search:
     run = archive.get_run(name)
     config = RunConfig.from_dict(run.config)
     if budget is not None:
         config = RunConfig.from_dict({**config.to_dict(), "budget": asdict(budget)})
-    benchmark = get_benchmark(config.benchmark)
+    benchmark = benchmark if benchmark is not None else get_benchmark(config.benchmark)
     benchmark.check_ready()
     return _Search(
         archive,
@@ -392,6 +410,7 @@ def _stored_search(
         reporter,
         heartbeat_s,
         strategy_seed=config.seed if strategy_seed is None else strategy_seed,
+        strategy=strategy,
     )
 
 
@@ -419,6 +438,7 @@ class _Search:
         reporter: Reporter | None,
         heartbeat_s: int,
         strategy_seed: int | None = None,
+        strategy: Strategy | None = None,
     ) -> None:
         self.archive = archive
         self.run = run
@@ -445,7 +465,7 @@ class _Search:
             grace_period=heartbeat_s * _GRACE_BEATS,
             stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(),
         )
-        self.strategy = make_strategy(
+        self.strategy = strategy or make_strategy(
             config.strategy,
             space=self.space,
             seed=config.seed if strategy_seed is None else strategy_seed,
@@ -495,10 +515,11 @@ class _Search:
 
     # -- the loop --
 
-    def drive(self) -> RunSummary:
-        """Searches until the budget is spent, then confirms on holdout. A `ProviderError`, or a
-        `BenchmarkError` such as the user's scorer raising, marks the run failed and stops it; a
-        resume (once the provider answers, or the scorer is fixed) retries those tasks."""
+    def drive(self, *, finalize: bool = True) -> RunSummary:
+        """Searches until the budget is spent, then confirms on holdout (unless not `finalize`).
+        A `ProviderError`, or a `BenchmarkError` such as the user's scorer raising, marks the run
+        failed and stops it; a resume (once the provider answers, or the scorer is fixed) retries
+        those tasks."""
         self.archive.update_run(self.run.name, status="running")
         self.reporter.run_started(self.run)
         reason = None
@@ -509,30 +530,24 @@ class _Search:
                 reason = "the run's winner is recorded"
             while reason is None and (reason := self._stop_reason()) is None:
                 agents_before = self.archive.run_totals(self.run.name).n_agents
-                work = self._next_work()
+                work = self.ask()
                 if work is None:
                     if self.archive.single_writer:
                         reason = "every agent of the budget is taken by an unfinished evaluation"
                         break
                     time.sleep(self.heartbeat_s)  # other workers hold the last agents: wait
                     continue
-                trial, spec = work
-                with self._trial_heartbeat(trial):
-                    if not self._admit(trial, spec):  # another worker took the last agent
-                        self._finish_trial(trial.number, state=optuna.trial.TrialState.FAIL)
-                        continue
-                    evaluation = self._evaluate(spec, self.search_tasks, "search", trial)
-                if evaluation is None:
+                if self.score(*work) is None:
                     reason = self._stop_reason() or "stopped"
                     break
-                self._tell(trial, evaluation)
                 is_repeat = self.archive.run_totals(self.run.name).n_agents == agents_before
                 repeats = repeats + 1 if is_repeat else 0
                 if repeats >= _MAX_REPEATS:
                     reason = "the strategy keeps proposing designs this run already evaluated"
                     break
-            self._wait_for_other_workers()
-            holdout = self.finalize()
+            if finalize:
+                self._wait_for_other_workers()
+                holdout = self.finalize()
         except (ProviderError, BenchmarkError) as exc:  # no score was made of it: stop, keep all
             self.archive.update_run(self.run.name, status="failed")
             fixed = "the provider answers" if isinstance(exc, ProviderError) else "it is fixed"
@@ -559,6 +574,64 @@ class _Search:
         self._charge_time()
         self.run = self.archive.update_run(self.run.name, status="finished")
         return holdout
+
+    def ask(self) -> tuple[optuna.Trial, AgentSpec] | None:
+        """A trial and its design, with one of the run's agents reserved for it; None while every
+        agent the budget allows is taken."""
+        while (work := self._next_work()) is not None:
+            trial, spec = work
+            if self._admit(trial, spec):
+                return work
+            # another worker took the last agent
+            self._finish_trial(trial.number, state=optuna.trial.TrialState.FAIL)
+        return None
+
+    def score(self, trial: optuna.Trial, spec: AgentSpec) -> EvaluationRecord | None:
+        """Scores an asked design on the search items (racing it) and tells the study; None when
+        the budget stopped it part-way."""
+        with self._trial_heartbeat(trial):
+            evaluation = self._evaluate(spec, self.search_tasks, "search", trial)
+        if evaluation is not None:
+            self._tell(trial, evaluation)
+        return evaluation
+
+    def tell_scores(
+        self, trial: optuna.Trial, spec: AgentSpec, scores: Mapping[str, float]
+    ) -> EvaluationRecord:
+        """Records the caller's scores of an asked design, one per search item, and tells the
+        study. A result the archive holds already stands: the archive never rewrites one."""
+        evaluation = self.archive.get_or_create_evaluation(
+            agent_hash=spec.spec_hash,
+            benchmark=self.benchmark.name,
+            task_ids=[t.id for t in self.search_tasks],
+            split="search",
+        )
+        if evaluation.status != "complete":
+            for task in self.search_tasks:
+                outcome = TaskOutcome(
+                    task_id=task.id,
+                    output="",
+                    answer=task.answer,
+                    score=scores[task.id],
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    cost=0.0,
+                    latency_s=0.0,
+                    details={"scored_by": "caller"},
+                )
+                self.archive.add_task_result(evaluation.id, outcome)
+            results = self.archive.task_results(evaluation.id)
+            final = [results[t.id].score for t in self.search_tasks]
+            low, high, _ = score_interval(final, seed=self.config.seed)
+            evaluation = self.archive.finish_evaluation(
+                evaluation.id,
+                status="complete",
+                mean=sum(final) / len(final),
+                ci_low=low,
+                ci_high=high,
+            )
+        self._tell(trial, evaluation)
+        return evaluation
 
     # -- workers: trials, heartbeats and the shared agent budget --
 

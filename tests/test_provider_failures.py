@@ -20,7 +20,7 @@ import pytest
 from conftest import capitals_file, serving
 from rich.console import Console
 
-from agentdesign.archive import Archive, evaluate_agent
+from agentdesign.archive import Archive
 from agentdesign.components import (
     DEFAULT_LLM_TIMEOUT_S,
     Completion,
@@ -38,7 +38,7 @@ from agentdesign.components import (
     parse_spec,
 )
 from agentdesign.evaluators import Benchmark, get_benchmark
-from agentdesign.search import RunConfig
+from agentdesign.search import RunConfig, evaluate_agent
 
 MODEL = "openai/fake"
 FAILURES = ["429", "500", "empty", "garbled"]
