@@ -38,6 +38,9 @@ __all__ = [
     "value_report",
 ]
 
+# Each tree bootstraps at most this many labelled designs, so that a refit on a large archive
+# prior stays bounded (the ridge still sees every design).
+_TREE_SAMPLES = 512
 _TEXT_FEATURES = 32
 _MODEL_FEATURES = 8
 # The z-value of a two-sided 95% interval: calibration counts real scores inside mean +- Z * std.
@@ -206,12 +209,16 @@ class ValueModel:
         return self._fitted
 
     def fit(self, rows: Sequence[Labelled]) -> ValueModel:
-        """Refits on `rows` from scratch: results arrive one at a time and a fit is cheap."""
+        """Refits on `rows` from scratch, so that a resumed run's model is the one an uninterrupted
+        run would have; its cost is bounded by `_TREE_SAMPLES` designs per tree."""
         self._fitted = len(rows) >= 2
         if self._fitted:
             x = design_features([r.spec for r in rows], [r.description for r in rows])
             y = np.array([r.score for r in rows])
             weights = np.array([r.weight for r in rows])
+            self._forest.set_params(
+                max_samples=_TREE_SAMPLES if len(rows) > _TREE_SAMPLES else None
+            )
             with _one_blas_thread():
                 self._ridge.fit(x, y, sample_weight=weights)
                 self._forest.fit(x, y, sample_weight=weights)
