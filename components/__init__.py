@@ -1,15 +1,23 @@
-"""Agent components, agent specs, the runtime that runs them, and the LLM boundary."""
+"""Agent components, agent specs, the runtime that runs them, and the LLM boundary.
+
+Also the base classes a new component subclasses (`Workflow`, `Planning`, `Reasoning`, `Memory`,
+`Tool`, `Reflection`) and the types their methods take and return (`Solver`, `Attempt`, `Message`,
+...), so extending agentdesign needs no private import.
+"""
 
 from __future__ import annotations
 
 from agentdesign.components import _workflows  # noqa: F401  (registers the workflows)
+from agentdesign.components._agent import Agent, AgentResult, Solver
 from agentdesign.components._build import (
     build_agent,
     check_model,
     default_chat_model,
     parse_spec,
 )
+from agentdesign.components._cache import ResponseCache, default_cache_dir
 from agentdesign.components._embedded import EMBEDDED_MODELS, embedded_model_path
+from agentdesign.components._environment import Environment, EnvironmentFailed, EnvState, Episode
 from agentdesign.components._errors import (
     AgentDesignError,
     ModelUnavailableError,
@@ -20,34 +28,15 @@ from agentdesign.components._errors import (
 from agentdesign.components._export import render_standalone, write_agent_files
 from agentdesign.components._fake import FakeCall, FakeChatModel, failing_responder
 from agentdesign.components._functional import safe_eval
-from agentdesign.components._llm import (
-    DEFAULT_LLM_TIMEOUT_S,
-    LiteLLMChatModel,
-    ResponseCache,
-    default_cache_dir,
-    import_litellm,
-)
-from agentdesign.components._runtime import (
+from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
+from agentdesign.components._memory import Example, Lesson, MemoryStore, Recall
+from agentdesign.components._parsing import answer_key, extract_answer
+from agentdesign.components._registry import (
     REGISTRY,
     SLOTS,
-    Agent,
-    AgentResult,
-    AgentSpec,
-    CallRecord,
-    ChatModel,
-    Completion,
     Component,
-    Environment,
-    EnvironmentFailed,
-    EnvState,
-    Episode,
-    Example,
-    LLMCallError,
     ParamInfo,
     Registry,
-    TaskBudget,
-    answer_key,
-    extract_answer,
     param,
     register,
 )
@@ -56,6 +45,25 @@ from agentdesign.components._sandbox import (
     SandboxResult,
     run_python,
     sandbox_isolation,
+)
+from agentdesign.components._slots import (
+    Attempt,
+    Memory,
+    Observation,
+    Planning,
+    Reasoning,
+    Reflection,
+    Tool,
+    Workflow,
+)
+from agentdesign.components._spec import AgentSpec
+from agentdesign.components._trace import (
+    CallRecord,
+    ChatModel,
+    Completion,
+    LLMCallError,
+    Message,
+    TaskBudget,
 )
 
 __all__ = [
@@ -67,6 +75,7 @@ __all__ = [
     "AgentDesignError",
     "AgentResult",
     "AgentSpec",
+    "Attempt",
     "CallRecord",
     "ChatModel",
     "Completion",
@@ -79,17 +88,29 @@ __all__ = [
     "FakeCall",
     "FakeChatModel",
     "LLMCallError",
+    "Lesson",
     "LiteLLMChatModel",
+    "Memory",
+    "MemoryStore",
+    "Message",
     "ModelUnavailableError",
+    "Observation",
     "ParamInfo",
+    "Planning",
     "ProviderError",
+    "Reasoning",
+    "Recall",
+    "Reflection",
     "Registry",
     "ResponseCache",
     "SandboxLimits",
     "SandboxResult",
     "SandboxUnavailableError",
+    "Solver",
     "SpecError",
     "TaskBudget",
+    "Tool",
+    "Workflow",
     "answer_key",
     "build_agent",
     "check_model",

@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentdesign.components._agent import Agent
+from agentdesign.components._cache import ResponseCache, default_cache_dir
 from agentdesign.components._embedded import check_embedded_model
 from agentdesign.components._errors import ModelUnavailableError, SpecError
-from agentdesign.components._llm import (
-    DEFAULT_LLM_TIMEOUT_S,
-    LiteLLMChatModel,
-    ResponseCache,
-    default_cache_dir,
-    import_litellm,
-)
-from agentdesign.components._runtime import Agent, AgentSpec, ChatModel, Example, TaskBudget
+from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
+from agentdesign.components._memory import Example
+from agentdesign.components._spec import AgentSpec
+from agentdesign.components._trace import ChatModel, TaskBudget
 
 __all__ = ["build_agent", "check_model", "default_chat_model", "parse_spec"]
 

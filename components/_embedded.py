@@ -23,8 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from agentdesign.components._cache import default_cache_dir
 from agentdesign.components._errors import ModelUnavailableError
-from agentdesign.components._llm import default_cache_dir
 
 if TYPE_CHECKING:
     from litellm.types.utils import ModelResponse

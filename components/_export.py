@@ -16,20 +16,30 @@ from importlib import resources
 from pathlib import Path
 
 from agentdesign.components._errors import AgentDesignError
-from agentdesign.components._runtime import AgentSpec, Example, Memory
+from agentdesign.components._memory import Example
+from agentdesign.components._slots import Memory
+from agentdesign.components._spec import AgentSpec
 
 __all__ = ["render_standalone", "write_agent_files"]
 
 # Modules inlined into the exported file, in order. Their imports of each other are cut (the names
 # are defined earlier in the same file), and so are imports of the names the preamble defines.
 _INLINED = (
-    "_runtime.py",
+    "_trace.py",
+    "_environment.py",
+    "_parsing.py",
+    "_registry.py",
+    "_memory.py",
+    "_slots.py",
+    "_spec.py",
+    "_agent.py",
     "_isolation.py",
     "_sandbox.py",
     "_functional.py",
     "_workflows.py",
-    "_llm.py",
+    "_cache.py",
     "_embedded.py",
+    "_llm.py",
 )
 _PACKAGE = "agentdesign.components"
 _PROVIDED_BY_PREAMBLE = {

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentdesign.components._runtime import Completion, LLMCallError, Message
+from agentdesign.components._trace import Completion, LLMCallError, Message
 
 __all__ = ["FakeCall", "FakeChatModel", "failing_responder"]
 

@@ -1,5 +1,5 @@
 """The functional components plugged into a workflow's roles: planning, reasoning, memory, tools
-and reflection. Standard library only, like `_runtime.py`: export copies this file verbatim.
+and reflection. Standard library only, like the runtime: export copies this file verbatim.
 
 Each docstring's first line says what the component does and what it costs, as `agentdesign
 components` shows it.
@@ -16,23 +16,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentdesign.components._runtime import (
+from agentdesign.components._agent import Solver
+from agentdesign.components._memory import Example, Lesson, MemoryStore, Recall
+from agentdesign.components._registry import param, register
+from agentdesign.components._sandbox import SandboxLimits, run_python
+from agentdesign.components._slots import (
     Attempt,
-    Example,
-    Lesson,
     Memory,
-    MemoryStore,
     Observation,
     Planning,
     Reasoning,
-    Recall,
     Reflection,
-    Solver,
     Tool,
-    param,
-    register,
 )
-from agentdesign.components._sandbox import SandboxLimits, run_python
 
 # --- planning: context worked out before solving -------------------------------------------------
 

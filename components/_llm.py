@@ -6,23 +6,18 @@ copy, so importing agentdesign never touches the network.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import sqlite3
-import threading
 import time
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from agentdesign.components._runtime import Completion, LLMCallError, Message
+from agentdesign.components._cache import ResponseCache
+from agentdesign.components._embedded import register_embedded_provider
+from agentdesign.components._trace import Completion, LLMCallError, Message
 
 __all__ = [
     "DEFAULT_LLM_TIMEOUT_S",
     "LiteLLMChatModel",
-    "ResponseCache",
-    "default_cache_dir",
     "import_litellm",
 ]
 
@@ -36,12 +31,6 @@ _RETRIED_STATUSES = frozenset({408, 409, 429})
 _REFUSED_STATUSES = frozenset({401, 402, 403, 404})
 
 
-def default_cache_dir() -> Path:
-    """Where caches and weights live: $AGENTDESIGN_CACHE_DIR, else ~/.cache/agentdesign."""
-    configured = os.environ.get("AGENTDESIGN_CACHE_DIR")
-    return Path(configured) if configured else Path.home() / ".cache" / "agentdesign"
-
-
 def import_litellm() -> Any:
     """Imports litellm without letting it fetch its price list from the network."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -49,57 +38,6 @@ def import_litellm() -> Any:
 
     litellm.suppress_debug_info = True
     return litellm
-
-
-class ResponseCache:
-    """A persistent map from request to completion, so re-runs and resumes never pay twice.
-
-    A small SQLite file with one table; safe for several threads and processes.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30)
-        # In WAL mode a commit then survives the process being killed without waiting for the
-        # disk; with a sync per reply, 64 tasks at once queued behind one another's fsync.
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
-
-    @staticmethod
-    def key(request: Mapping[str, Any]) -> str:
-        return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
-
-    def get(self, key: str) -> Completion | None:
-        # WAL readers never wait for a writer: only writes take turns (`put`), or 64 tasks at
-        # once queue here for their cache misses.
-        with self._connect() as conn:
-            row = conn.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        data = json.loads(row[0])
-        return Completion(**{**data, "cached": True})
-
-    def put(self, key: str, completion: Completion) -> None:
-        value = json.dumps(
-            {
-                "text": completion.text,
-                "prompt_tokens": completion.prompt_tokens,
-                "completion_tokens": completion.completion_tokens,
-                "cost": completion.cost,
-                "latency_s": completion.latency_s,
-            }
-        )
-        with self._lock, self._connect() as conn:  # not in SQLite's busy-wait sleeps
-            conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, value))
 
 
 class LiteLLMChatModel:
@@ -165,8 +103,6 @@ class LiteLLMChatModel:
         litellm = import_litellm()
         client: dict[str, Any] = {"timeout": self.timeout_s}
         if request["model"].startswith("embedded/"):
-            from agentdesign.components._embedded import register_embedded_provider
-
             register_embedded_provider()
         else:  # the OpenAI client's own retries would multiply ours, and the timeout with them
             client["max_retries"] = 0

@@ -2,7 +2,7 @@
 
 A workflow drives the `Solver`, which brings in the functional components (planning, reasoning,
 memory, tool, reflection); a docstring says which of them a workflow uses when it does not use
-them all. Standard library only, like `_runtime.py`: export copies this file verbatim.
+them all. Standard library only, like the runtime: export copies this file verbatim.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from agentdesign.components._agent import Solver
+from agentdesign.components._environment import EnvState
 from agentdesign.components._functional import (
     NoPlanning,
     PlanAndSolve,
@@ -24,17 +26,10 @@ from agentdesign.components._functional import (
     program_in,
     timeout_param,
 )
-from agentdesign.components._runtime import (
-    Attempt,
-    EnvState,
-    Example,
-    Solver,
-    Workflow,
-    answer_key,
-    extract_answer,
-    param,
-    register,
-)
+from agentdesign.components._memory import Example
+from agentdesign.components._parsing import answer_key, extract_answer
+from agentdesign.components._registry import param, register
+from agentdesign.components._slots import Attempt, Workflow
 
 
 def majority(attempts: Sequence[Attempt]) -> Attempt:

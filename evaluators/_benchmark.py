@@ -21,8 +21,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from agentdesign.components import AgentSpec, Environment
 from agentdesign.components._errors import AgentDesignError
-from agentdesign.components._runtime import AgentSpec, Environment
 
 __all__ = [
     "Benchmark",

@@ -17,8 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from agentdesign.components import REGISTRY, AgentSpec, EnvironmentFailed, EnvState
-from agentdesign.components._runtime import Workflow
+from agentdesign.components import REGISTRY, AgentSpec, EnvironmentFailed, EnvState, Workflow
 from agentdesign.evaluators._benchmark import Benchmark, BenchmarkError, Score, Task
 
 __all__ = ["InteractiveBenchmark", "episode_workflows"]

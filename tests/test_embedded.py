@@ -11,7 +11,7 @@ from types import MappingProxyType, ModuleType
 
 import pytest
 
-from agentdesign.components import _embedded
+from agentdesign.components import _embedded, default_cache_dir
 from agentdesign.components._embedded import (
     EMBEDDED_MODELS,
     EmbeddedModel,
@@ -19,7 +19,6 @@ from agentdesign.components._embedded import (
     register_embedded_provider,
 )
 from agentdesign.components._errors import ModelUnavailableError
-from agentdesign.components._llm import default_cache_dir
 
 SMOL = "embedded/smollm2-135m"
 QUESTION = [{"role": "user", "content": "What is 2+2?"}]

@@ -26,9 +26,9 @@ from agentdesign.components import (
     EnvironmentFailed,
     EnvState,
     FakeChatModel,
+    Message,
     TaskBudget,
 )
-from agentdesign.components._runtime import Message
 from agentdesign.evaluators import (
     BenchmarkError,
     InteractiveBenchmark,

@@ -18,12 +18,12 @@ from agentdesign.components import (
     AgentSpec,
     Example,
     FakeChatModel,
+    Message,
     build_agent,
     render_standalone,
     write_agent_files,
 )
 from agentdesign.components._export import _INLINED
-from agentdesign.components._runtime import Message
 
 MODEL = "fake/model"
 COMPONENTS = Path(__file__).resolve().parents[1] / "components"

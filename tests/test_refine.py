@@ -17,9 +17,9 @@ from agentdesign.components import (
     AgentSpec,
     FakeChatModel,
     LLMCallError,
+    Message,
     default_chat_model,
 )
-from agentdesign.components._runtime import Message
 from agentdesign.search import (
     Budget,
     Failure,

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentdesign.archive import Archive
-from agentdesign.components import AgentSpec, FakeChatModel
-from agentdesign.components._runtime import Message
+from agentdesign.components import AgentSpec, FakeChatModel, Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark, summarize
 from agentdesign.search import Budget, RunConfig, run_search
 from agentdesign.search._report import write_report

@@ -11,12 +11,12 @@ import pytest
 
 from agentdesign.components import (
     FakeChatModel,
+    Message,
     SandboxLimits,
     build_agent,
     failing_responder,
     parse_spec,
 )
-from agentdesign.components._runtime import Message
 from agentdesign.evaluators import (
     Benchmark,
     HumanEval,

@@ -16,16 +16,17 @@ from agentdesign.components import (
     Example,
     FakeChatModel,
     LLMCallError,
+    Message,
     Registry,
     SpecError,
     TaskBudget,
+    Workflow,
     build_agent,
     extract_answer,
     failing_responder,
     parse_spec,
     safe_eval,
 )
-from agentdesign.components._runtime import Message, Workflow
 
 MODEL = "fake/model"
 

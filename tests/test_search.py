@@ -11,8 +11,7 @@ import optuna
 import pytest
 
 from agentdesign.archive import Archive
-from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
-from agentdesign.components._runtime import Message
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel, Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark, make_split
 from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
 from agentdesign.search._loop import study_name

@@ -17,8 +17,7 @@ import pytest
 from synthetic_table import make_synthetic_table
 
 from agentdesign.archive import Archive
-from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel
-from agentdesign.components._runtime import Message
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel, Message
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import (
     STRATEGIES,

@@ -11,8 +11,7 @@ import pytest
 from test_search import config as search_config
 
 from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
-from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel
-from agentdesign.components._runtime import Message
+from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel, Message
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
 from agentdesign.search._cli import _evaluation_items

@@ -15,13 +15,14 @@ from agentdesign.components import (
     Example,
     FakeChatModel,
     LLMCallError,
+    Message,
     SpecError,
     TaskBudget,
     build_agent,
     parse_spec,
 )
 from agentdesign.components._functional import find_python
-from agentdesign.components._runtime import BM25, Message
+from agentdesign.components._memory import BM25
 from agentdesign.components._sandbox import sandbox_isolation
 
 MODEL = "fake/model"

@@ -1,0 +1,167 @@
+"""Components, their searchable parameters, and the registry that finds them by slot and name.
+
+Standard library only, like every module export inlines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "REGISTRY",
+    "SLOTS",
+    "Component",
+    "ParamInfo",
+    "Registry",
+    "param",
+    "register",
+]
+
+
+def param(
+    default: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    choices: Sequence[Any] | None = None,
+    log: bool = False,
+    searchable: bool = True,
+    doc: str = "",
+) -> Any:
+    """Declares a component parameter with the range a search may explore."""
+    meta = {
+        "low": low,
+        "high": high,
+        "choices": tuple(choices) if choices is not None else None,
+        "log": log,
+        "searchable": searchable,
+        "doc": doc,
+    }
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A component parameter as a search space sees it."""
+
+    name: str
+    kind: str  # "int", "float", "bool", "choice" or "text"
+    default: Any
+    low: float | None
+    high: float | None
+    choices: tuple[Any, ...] | None
+    log: bool
+    searchable: bool
+    doc: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Component:
+    """Base of every pluggable part of an agent.
+
+    Subclasses are frozen keyword-only dataclasses whose fields are their parameters (declared with
+    `param`), so `get_params`, validation and cloning come for free.
+    """
+
+    slot: ClassVar[str]
+    name: ClassVar[str]
+
+    def __post_init__(self) -> None:
+        for info in self.param_info():
+            _check_param(self.slot, self.name, info, getattr(self, info.name))
+
+    @classmethod
+    def param_info(cls) -> tuple[ParamInfo, ...]:
+        infos = []
+        for f in dataclasses.fields(cls):
+            meta = f.metadata
+            kind = {int: "int", float: "float", bool: "bool", str: "text"}.get(
+                type(f.default), "text"
+            )
+            if meta.get("choices") is not None:
+                kind = "choice"
+            infos.append(
+                ParamInfo(
+                    name=f.name,
+                    kind=kind,
+                    default=f.default,
+                    low=meta.get("low"),
+                    high=meta.get("high"),
+                    choices=meta.get("choices"),
+                    log=bool(meta.get("log", False)),
+                    searchable=bool(meta.get("searchable", True)) and kind != "text",
+                    doc=str(meta.get("doc", "")),
+                )
+            )
+        return tuple(infos)
+
+    def get_params(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def set_params(self, **params: Any) -> Component:
+        """A copy with some parameters changed (components are immutable)."""
+        unknown = sorted(set(params) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ValueError(f"{self.slot} '{self.name}' has no parameter(s) {', '.join(unknown)}")
+        return dataclasses.replace(self, **params)
+
+
+def _check_param(slot: str, name: str, info: ParamInfo, value: Any) -> None:
+    where = f"{slot}__{info.name} (component '{name}')"
+    if info.kind == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ValueError(f"{where} must be an integer, got {value!r}")
+    if info.kind == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        raise ValueError(f"{where} must be a number, got {value!r}")
+    if info.kind == "bool" and not isinstance(value, bool):
+        raise ValueError(f"{where} must be true or false, got {value!r}")
+    if info.kind == "text" and not isinstance(value, str):
+        raise ValueError(f"{where} must be a string, got {value!r}")
+    if info.kind == "choice" and info.choices is not None and value not in info.choices:
+        raise ValueError(f"{where} must be one of {list(info.choices)}, got {value!r}")
+    if info.low is not None and value < info.low:
+        raise ValueError(f"{where} must be >= {info.low}, got {value!r}")
+    if info.high is not None and value > info.high:
+        raise ValueError(f"{where} must be <= {info.high}, got {value!r}")
+
+
+class Registry:
+    """Component classes by slot and name; refuses a second class under a taken name."""
+
+    def __init__(self, slots: Sequence[str]) -> None:
+        self._classes: dict[str, dict[str, type[Component]]] = {slot: {} for slot in slots}
+
+    def register(self, cls: type[Component]) -> type[Component]:
+        if cls.slot not in self._classes:
+            raise ValueError(f"unknown slot '{cls.slot}' (slots: {', '.join(self._classes)})")
+        taken = self._classes[cls.slot]
+        if cls.name in taken:
+            raise ValueError(f"a {cls.slot} component named '{cls.name}' is already registered")
+        taken[cls.name] = cls
+        return cls
+
+    def slots(self) -> tuple[str, ...]:
+        return tuple(self._classes)
+
+    def names(self, slot: str) -> tuple[str, ...]:
+        return tuple(self._classes[slot])
+
+    def get(self, slot: str, name: str) -> type[Component]:
+        if slot not in self._classes:
+            raise ValueError(f"unknown slot '{slot}' (slots: {', '.join(self._classes)})")
+        try:
+            return self._classes[slot][name]
+        except KeyError:
+            known = ", ".join(self._classes[slot])
+            raise ValueError(f"unknown {slot} component '{name}' (known: {known})") from None
+
+    def __iter__(self) -> Iterator[type[Component]]:
+        for by_name in self._classes.values():
+            yield from by_name.values()
+
+
+SLOTS = ("workflow", "planning", "reasoning", "memory", "tool", "reflection")
+REGISTRY = Registry(SLOTS)
+register = REGISTRY.register
