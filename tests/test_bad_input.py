@@ -196,9 +196,9 @@ def test_a_read_only_archive_is_one_line(
 
 _FAKE_MODEL_CLI = (
     "import sys; from agentdesign.components import FakeChatModel; "
-    "from agentdesign.search import _cli, _loop; "
+    "from agentdesign.search import _loop; from agentdesign.search.cli import main; "
     "_loop.default_chat_model = lambda **_: FakeChatModel(lambda *a: 'Answer: Paris'); "
-    "sys.argv[0] = 'agentdesign'; _cli.main()"
+    "sys.argv[0] = 'agentdesign'; main()"
 )
 
 

@@ -15,7 +15,7 @@ from test_report import assert_self_contained
 
 from agentdesign.components import REGISTRY, SLOTS
 
-CLI = [sys.executable, "-c", "from agentdesign.search._cli import main; main()"]
+CLI = [sys.executable, "-c", "from agentdesign.search.cli import main; main()"]
 
 
 def agentdesign(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -304,10 +304,11 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
     from typer.testing import CliRunner
 
     from agentdesign.components import FakeChatModel
-    from agentdesign.search import _cli, _loop
+    from agentdesign.search import _loop
+    from agentdesign.search.cli import _app
 
     monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(_bfcl_or_capital))
-    monkeypatch.setattr(_cli, "console", _cli.Console(width=200))
+    monkeypatch.setattr(_app, "console", _app.Console(width=200))
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "capitals.jsonl").write_text(
         "".join(f'{{"question": "Capital number {i}?", "answer": "Paris"}}\n' for i in range(4))
@@ -318,7 +319,7 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
     common = ["--storage", db]
     runner = CliRunner()
     result = runner.invoke(
-        _cli.app,
+        _app.app,
         [
             "run",
             "--benchmark",
@@ -340,9 +341,9 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
     )
     assert result.exit_code == 0, result.output
     monkeypatch.chdir(tmp_path)
-    resumed = runner.invoke(_cli.app, ["resume", "r", "--max-agents", "2", *common])
+    resumed = runner.invoke(_app.app, ["resume", "r", "--max-agents", "2", *common])
     assert resumed.exit_code == 0, resumed.output
-    shown = runner.invoke(_cli.app, ["show", "r", *common])
+    shown = runner.invoke(_app.app, ["show", "r", *common])
     assert shown.exit_code == 0, shown.output
     from agentdesign.archive import Archive
 

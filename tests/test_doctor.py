@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from agentdesign.components._embedded import embedded_threads
 from agentdesign.components._isolation import UNSAFE_ENV
 from agentdesign.components._sandbox import sandbox_isolation
-from agentdesign.search._cli import app
-from agentdesign.search._doctor import POSTGRES_ENV, run_checks
+from agentdesign.search.cli import app
+from agentdesign.search.cli._doctor import POSTGRES_ENV, run_checks
 
 UNREACHABLE = "postgresql+psycopg2://nobody:hunter2@127.0.0.1:1/none"
 

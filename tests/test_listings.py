@@ -28,9 +28,11 @@ from agentdesign.evaluators import (
     available_benchmarks,
     summarize,
 )
-from agentdesign.search import Budget, RunConfig, _cli, run_search
+from agentdesign.search import Budget, RunConfig, run_search
 from agentdesign.search._strategies import STRATEGIES
 from agentdesign.search._verdict import run_verdict
+from agentdesign.search.cli import _app
+from agentdesign.search.cli._progress import ProgressReporter, progress_bars
 
 # Variables that make rich draw for a terminal (or in colour) even when piped.
 _TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")
@@ -56,8 +58,8 @@ def invoke(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
 
     def run(*args: str) -> str:
         # Made per call, as at start-up: rich reads COLUMNS when a console is made.
-        monkeypatch.setattr(_cli, "console", Console())
-        result = runner.invoke(_cli.app, list(args))
+        monkeypatch.setattr(_app, "console", Console())
+        result = runner.invoke(_app.app, list(args))
         assert result.exit_code == 0, result.output
         assert "…" not in result.stdout, result.stdout  # rich's mark of a cut cell
         assert max(map(len, result.stdout.splitlines())) <= 80, result.stdout
@@ -123,7 +125,7 @@ def test_piped_components_process_keeps_names_whole(tmp_path: Path) -> None:
 
 
 def _json(*args: str) -> Any:
-    result = CliRunner().invoke(_cli.app, [*args, "--json"])
+    result = CliRunner().invoke(_app.app, [*args, "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -183,10 +185,10 @@ def test_progress_shows_designs_to_go_eta_best_and_the_holdout(tmp_path: Path) -
     """A fake run drawn at 80 columns: each finished design moves the count, the best with its
     interval and the ETA; the holdout phase says which winner is fixed and scores each role."""
     out = io.StringIO()
-    progress = _cli._progress(Console(file=out, width=80))
+    progress = progress_bars(Console(file=out, width=80))
     frames: list[tuple[str, EvaluationRecord]] = []
 
-    class Recording(_cli._ProgressReporter):
+    class Recording(ProgressReporter):
         def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
             super().agent_finished(spec, evaluation, split)
             frames.append((_render(self.progress), evaluation))

@@ -269,13 +269,14 @@ class Cli:
     model but without backoff between tries; `timeouts` lists each model's client timeout."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-        from agentdesign.search import _cli, _loop
+        from agentdesign.search import _loop
+        from agentdesign.search.cli import _app
 
-        self.monkeypatch, self.capsys, self.main = monkeypatch, capsys, _cli.main
+        self.monkeypatch, self.capsys, self.main = monkeypatch, capsys, _app.main
         self.timeouts: list[float] = []
         monkeypatch.setattr(_loop, "default_chat_model", self._model)
-        monkeypatch.setattr(_cli, "default_chat_model", self._model)
-        monkeypatch.setattr(_cli, "console", Console(width=200))
+        monkeypatch.setattr(_app, "default_chat_model", self._model)
+        monkeypatch.setattr(_app, "console", Console(width=200))
 
     def _model(self, **kwargs: Any) -> LiteLLMChatModel:
         llm = default_chat_model(**kwargs)
