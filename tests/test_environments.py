@@ -264,7 +264,7 @@ def test_a_missing_simulator_package_names_the_install_command() -> None:
 def test_missing_java_is_one_line_saying_how_to_install_it(tmp_path: Path) -> None:
     """With no `java` on PATH, a run stops before it writes anything."""
     db = tmp_path / "a.db"
-    cli = "from agentdesign.search._cli import main; main()"
+    cli = "from agentdesign.search.cli import main; main()"
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path / "nowhere")
     args = ["run", "--benchmark", "twx-coin", "--model", "fake/m", "--storage", str(db)]
@@ -367,11 +367,12 @@ def test_task_seeds_and_variations_are_in_the_simulators_test_folds() -> None:
 def test_cli_lists_and_runs_an_interactive_benchmark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentdesign.search import _cli, _loop
+    from agentdesign.search import _loop
+    from agentdesign.search.cli import app
 
     monkeypatch.setattr(_loop, "default_chat_model", lambda **_: scripted(act("look around")))
     runner = CliRunner()
-    listed = runner.invoke(_cli.app, ["benchmarks"], env={"COLUMNS": "300"})
+    listed = runner.invoke(app, ["benchmarks"], env={"COLUMNS": "300"})
     assert listed.exit_code == 0
     for name in (*TWX_NAMES, "scienceworld"):
         assert name in listed.stdout
@@ -379,7 +380,7 @@ def test_cli_lists_and_runs_an_interactive_benchmark(
     args = ["run", "--name", "twx", "--benchmark", "twx-arithmetic", "--model", "openai/fake"]
     args += ["--max-agents", "1", "--n-search", "2", "--n-holdout", "1", "--storage", str(db)]
     args += ["--baseline", "none"]  # the winner's holdout episode only
-    ran = runner.invoke(_cli.app, args, env={"COLUMNS": "300"})
+    ran = runner.invoke(app, args, env={"COLUMNS": "300"})
     assert ran.exit_code == 0, ran.output
     assert "twx-arithmetic" in ran.stdout and "react" in ran.stdout
     with sqlite3.connect(db) as conn:

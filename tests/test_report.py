@@ -13,7 +13,7 @@ from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec, FakeChatModel, Message
 from agentdesign.evaluators import TaskOutcome, get_benchmark, summarize
 from agentdesign.search import Budget, RunConfig, run_search
-from agentdesign.search._report import write_report
+from agentdesign.search.cli._report import write_report
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 SECTIONS = (

@@ -14,7 +14,6 @@ from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
 from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel, Message
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
-from agentdesign.search._cli import _evaluation_items
 from agentdesign.search._loop import finalize_run
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._value import labelled_from_archive
@@ -24,6 +23,7 @@ from agentdesign.search._verdict import (
     holdout_choice,
     run_verdict,
 )
+from agentdesign.search.cli._app import _evaluation_items
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 
