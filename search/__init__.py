@@ -3,6 +3,7 @@ loop, and replaying searches against recorded tables."""
 
 from __future__ import annotations
 
+from agentdesign.search._api import Candidate, Search, create_search, load_search
 from agentdesign.search._base import (
     OBJECTIVES,
     History,
@@ -58,6 +59,7 @@ __all__ = [
     "REPLAY_FORMAT",
     "STRATEGIES",
     "Budget",
+    "Candidate",
     "EvolutionStrategy",
     "Failure",
     "GuidedStrategy",
@@ -75,18 +77,21 @@ __all__ = [
     "Reporter",
     "RunConfig",
     "RunSummary",
+    "Search",
     "SearchSpace",
     "Strategy",
     "ValueModel",
     "ValueReport",
     "ask_trial",
     "assess_value_model",
+    "create_search",
     "crossover",
     "design_features",
     "evaluate_agent",
     "held_out_accuracy",
     "history_from_study",
     "labelled_from_archive",
+    "load_search",
     "make_strategy",
     "mutate",
     "pairwise_design",

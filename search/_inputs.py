@@ -1,0 +1,169 @@
+"""What the Python API accepts besides registry names, made into the engine's own objects: plain
+in-memory items with a scoring function become a `Benchmark`, and a function from chat messages to
+reply text becomes a `ChatModel`.
+
+Both are named by what they are (a digest of the items and the scorer's code; the function's
+name), since the archive keys every result by benchmark and model name: a changed item or scorer
+makes a new benchmark and never reuses an old result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, cast
+
+from agentdesign.components import AgentDesignError, Completion, LLMCallError, Message
+from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task
+
+__all__ = ["CALLABLE_PREFIX", "CallableModel", "ItemsBenchmark", "items_benchmark"]
+
+# A scoring function: (the agent's final output, the item's gold answer) -> a score in [0, 1].
+Scorer = Callable[[str, str], float | bool]
+# Model names of Python callables start with it, so `load_search` knows to ask for the callable.
+CALLABLE_PREFIX = "python/"
+
+
+class ItemsBenchmark(Benchmark):  # type: ignore[misc, unused-ignore]  # see BenchmarkError
+    """In-memory items scored by a Python function; `items_benchmark` names and builds one."""
+
+    name: ClassVar[str] = "items"
+    description: ClassVar[str] = "In-memory question-answer items."
+
+    def __init__(self, *, tasks: Sequence[Task], scorer: Scorer, scorer_name: str) -> None:
+        self._tasks = tuple(tasks)
+        self._scorer = scorer
+        self._scorer_name = scorer_name
+
+    def tasks(self) -> Sequence[Task]:
+        return self._tasks
+
+    def score(self, task: Task, prediction: str) -> Score:
+        try:
+            value = self._scorer(prediction, task.answer)
+        except Exception as error:  # the user's code: one line for them, no traceback of ours
+            detail = " ".join(str(error).split())[:300]
+            raise BenchmarkError(
+                f"scorer {self._scorer_name} raised {type(error).__name__} on task {task.id}: "
+                f"{detail}"
+            ) from error
+        if not isinstance(value, int | float) or not 0 <= value <= 1:  # bool is an int
+            raise BenchmarkError(
+                f"scorer {self._scorer_name} returned {value!r} on task {task.id}, not a number "
+                "in [0, 1]"
+            )
+        return Score(float(value), {"scorer": self._scorer_name})
+
+
+def items_benchmark(items: Iterable[Mapping[str, Any]], scorer: Scorer | None) -> Benchmark:
+    """A benchmark of `items` (mappings with "question" and "answer"; any other keys are kept as
+    the task's metadata), each reply scored by `scorer(output, answer)`."""
+    if scorer is None or not callable(scorer):
+        raise AgentDesignError(
+            "in-memory items need a scorer: a function (output, answer) -> score in [0, 1]"
+        )
+    try:
+        inspect.signature(scorer).bind("output", "answer")
+    except (TypeError, ValueError) as error:
+        raise AgentDesignError(
+            f"the scorer must accept two arguments, (output, answer): {error}"
+        ) from None
+    records = [_record(item, number) for number, item in enumerate(items, start=1)]
+    if not records:
+        raise AgentDesignError("no items: give at least one {'question': ..., 'answer': ...}")
+    scorer_name = f"{getattr(scorer, '__module__', '?')}.{getattr(scorer, '__qualname__', '?')}"
+    digest = hashlib.sha256(
+        json.dumps(records, sort_keys=True, default=str).encode()
+        + scorer_name.encode()
+        + _source(scorer).encode()
+    ).hexdigest()
+    name = f"items-{digest[:8]}"
+    tasks = [
+        Task(
+            id=f"{name}/{number}",
+            question=record["question"],
+            answer=record["answer"],
+            metadata={k: v for k, v in record.items() if k not in ("question", "answer")},
+        )
+        for number, record in enumerate(records, start=1)
+    ]
+    description = (
+        f"{len(tasks)} in-memory questions; a reply is scored by the Python function "
+        f"{scorer_name} against the gold answer."
+    )
+    cls = cast(
+        type[ItemsBenchmark],
+        type("ItemsBenchmark", (ItemsBenchmark,), {"name": name, "description": description}),
+    )
+    return cls(tasks=tasks, scorer=scorer, scorer_name=scorer_name)
+
+
+def _record(item: object, number: int) -> dict[str, Any]:
+    if not isinstance(item, Mapping):
+        raise AgentDesignError(f"item {number} is a {type(item).__name__}, not a mapping")
+    for key in ("question", "answer"):
+        if key not in item:
+            raise AgentDesignError(f"item {number} has no {key!r}")
+    question, answer = item["question"], item["answer"]
+    if not isinstance(question, str) or not question.strip():
+        raise AgentDesignError(f"item {number}: 'question' must be non-empty text")
+    if isinstance(answer, bool) or not isinstance(answer, str | int | float):
+        raise AgentDesignError(f"item {number}: 'answer' must be text or a number")
+    return {**item, "question": question, "answer": str(answer)}
+
+
+def _source(function: object) -> str:
+    """The function's code, so that editing the scorer makes a new benchmark ("" where Python
+    cannot read it, as for a builtin)."""
+    try:
+        return inspect.getsource(cast(Callable[..., Any], function))
+    except (OSError, TypeError):
+        return ""
+
+
+class CallableModel:
+    """A `ChatModel` over `reply(messages) -> text`, for any model the caller drives itself.
+
+    The function cannot say what a call cost, so tokens are counted as words, as the fake model
+    counts them: budgets and the cost-matched baseline then work on that estimate. A reply stops
+    before the first stop string, as a provider's does. A function that raises, or returns no
+    text, fails the call as a provider outage would: the task is not scored, the run stops and is
+    kept, and resuming it runs the task again.
+    """
+
+    def __init__(self, reply: Callable[[Sequence[Message]], str]) -> None:
+        self.reply = reply
+
+    def complete(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        start = time.monotonic()
+        try:
+            text = self.reply(messages)
+        except Exception as error:  # the caller's code: its failure is no score of the design
+            raise LLMCallError(
+                f"the model function raised {type(error).__name__}: {error}", transient=True
+            ) from error
+        if not isinstance(text, str):
+            raise LLMCallError(
+                f"the model function returned {type(text).__name__}, not the reply's text",
+                transient=True,
+            )
+        for marker in stop:
+            text = text.split(marker, 1)[0]
+        return Completion(
+            text=text,
+            prompt_tokens=sum(len(m["content"].split()) for m in messages),
+            completion_tokens=len(text.split()),
+            latency_s=time.monotonic() - start,
+        )
