@@ -36,8 +36,9 @@ from agentdesign.components import (
 )
 from agentdesign.evaluators import Benchmark, BenchmarkError, Task, get_benchmark
 from agentdesign.search._base import Strategy
-from agentdesign.search._inputs import CALLABLE_PREFIX, CallableModel, Scorer, items_benchmark
+from agentdesign.search._inputs import PYTHON_PREFIX, CallableModel, Scorer, items_benchmark
 from agentdesign.search._loop import (
+    DEFAULT_HEARTBEAT_S,
     Budget,
     Reporter,
     RunConfig,
@@ -54,8 +55,6 @@ __all__ = ["Candidate", "Search", "create_search", "load_search"]
 
 DEFAULT_STORAGE = "agentdesign.db"
 DEFAULT_MODEL = RunConfig(name="defaults").model
-# Seconds a trial may go without a heartbeat before another worker takes it over (see _loop).
-_HEARTBEAT_S = 10
 
 BenchmarkInput = str | Benchmark | Iterable[Mapping[str, Any]]
 ModelInput = str | ChatModel | Callable[[Sequence[Message]], str]
@@ -110,8 +109,8 @@ class Search:
     def ask(self) -> Candidate:
         """The strategy's next design, with one more of the run's agents reserved for it.
 
-        On a shared server another worker takes the trial over if it is not told within
-        `_HEARTBEAT_S` x 3 seconds; on SQLite (one process) it waits as long as it takes.
+        On a shared server (PostgreSQL) another worker takes the trial over if it is not told
+        within half a minute (three missed heartbeats); on SQLite it waits as long as it takes.
         """
         self._check_open()
         self._engine.config = self._config(self._budget_for_one_more())
@@ -336,7 +335,14 @@ def create_search(
         given = strategy if isinstance(strategy, Strategy) else None
         _create_run(archive, config, llm=llm, benchmark=bench, strategy=given)
         engine = _stored_search(
-            archive, config.name, None, llm, None, _HEARTBEAT_S, benchmark=bench, strategy=given
+            archive,
+            config.name,
+            None,
+            llm,
+            None,
+            DEFAULT_HEARTBEAT_S,
+            benchmark=bench,
+            strategy=given,
         )
     except BaseException:
         if owned:
@@ -379,8 +385,11 @@ def load_search(
             what
             for what, needed in (
                 ("benchmark=<the same items or Benchmark>", bench is None),
-                ("model=<the same model function>", llm is None and _is_callable(config.model)),
-                ("strategy=<the same Strategy>", strategy is None and _is_object(config.strategy)),
+                ("model=<the same model function>", llm is None and _from_python(config.model)),
+                (
+                    "strategy=<the same Strategy>",
+                    strategy is None and _from_python(config.strategy),
+                ),
             )
             if needed
         ]
@@ -391,7 +400,7 @@ def load_search(
             )
         assert bench is not None
         engine = _stored_search(
-            archive, name, None, llm, None, _HEARTBEAT_S, benchmark=bench, strategy=strategy
+            archive, name, None, llm, None, DEFAULT_HEARTBEAT_S, benchmark=bench, strategy=strategy
         )
     except BaseException:
         if owned:
@@ -453,11 +462,7 @@ def _model(model: ModelInput, model_name: str | None) -> tuple[ChatModel | None,
             f"model must be a model string, a ChatModel or a function, not {type(model).__name__}"
         )
     label = model_name or getattr(model, "__name__", None) or type(model).__name__
-    return llm, f"{CALLABLE_PREFIX}{label}"
-
-
-def _is_callable(model: str) -> bool:
-    return model.startswith(CALLABLE_PREFIX)
+    return llm, f"{PYTHON_PREFIX}{label}"
 
 
 def _strategy_label(strategy: str | Strategy) -> str:
@@ -468,11 +473,12 @@ def _strategy_label(strategy: str | Strategy) -> str:
             f"strategy must be a name or a Strategy, not {type(strategy).__name__}"
         )
     cls = type(strategy)
-    return f"{CALLABLE_PREFIX}{cls.__module__}.{cls.__qualname__}"
+    return f"{PYTHON_PREFIX}{cls.__module__}.{cls.__qualname__}"
 
 
-def _is_object(strategy: str) -> bool:
-    return strategy.startswith(CALLABLE_PREFIX)
+def _from_python(stored: str) -> bool:
+    """Whether a run's stored model or strategy name stands for a Python object."""
+    return stored.startswith(PYTHON_PREFIX)
 
 
 def _space(space: str | Mapping[str, Any] | None, benchmark: Benchmark) -> Mapping[str, Any]:

@@ -19,12 +19,13 @@ from typing import Any, ClassVar, cast
 from agentdesign.components import AgentDesignError, Completion, LLMCallError, Message
 from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task
 
-__all__ = ["CALLABLE_PREFIX", "CallableModel", "ItemsBenchmark", "items_benchmark"]
+__all__ = ["PYTHON_PREFIX", "CallableModel", "ItemsBenchmark", "items_benchmark"]
 
 # A scoring function: (the agent's final output, the item's gold answer) -> a score in [0, 1].
 Scorer = Callable[[str, str], float | bool]
-# Model names of Python callables start with it, so `load_search` knows to ask for the callable.
-CALLABLE_PREFIX = "python/"
+# The stored names of Python objects (a model function, a Strategy) start with it, so that
+# `load_search` knows to ask for them again: the archive cannot store them.
+PYTHON_PREFIX = "python/"
 
 
 class ItemsBenchmark(Benchmark):  # type: ignore[misc, unused-ignore]  # see BenchmarkError
