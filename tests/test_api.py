@@ -21,7 +21,7 @@ from agentdesign.components import (
     ProviderError,
     extract_answer,
 )
-from agentdesign.evaluators import BenchmarkError
+from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task
 from agentdesign.search import (
     History,
     Proposal,
@@ -81,7 +81,7 @@ def new_search(tmp_path: Path, **overrides: Any) -> Search:
         "race": False,
         **overrides,
     }
-    return create_search(ITEMS, **arguments)
+    return create_search(arguments.pop("benchmark", ITEMS), **arguments)
 
 
 def reopen(tmp_path: Path, **overrides: Any) -> Search:
@@ -203,6 +203,33 @@ def test_in_memory_items_are_scored_by_the_custom_scorer(tmp_path: Path) -> None
         pytest.raises(BenchmarkError, match=r"returned 2 .*not a number in \[0, 1\]"),
     ):
         search.evaluate(search.ask())
+
+
+class Doubling(Benchmark):
+    """A user's own benchmark class, registered nowhere."""
+
+    name = "doubling"
+    description = "Add a number to itself; scored by the final number."
+
+    def tasks(self) -> Sequence[Task]:
+        return [
+            Task(id=f"d/{n}", question=f"What is {n} plus {n}?", answer=str(2 * n))
+            for n in range(9)
+        ]
+
+    def score(self, task: Task, prediction: str) -> Score:
+        return Score(float(exact(prediction, task.answer)))
+
+
+def test_a_benchmark_object_is_searched_and_passed_again_to_resume(tmp_path: Path) -> None:
+    with new_search(tmp_path, benchmark=Doubling(), scorer=None) as search:
+        assert search.run.benchmark == "doubling"
+        summary = search.optimize(n_agents=2)
+        assert summary.agents_done == 2 and summary.holdout
+    with pytest.raises(AgentDesignError, match=r"load_search\('api', benchmark=<the same items"):
+        reopen(tmp_path, benchmark=None, scorer=None)
+    with reopen(tmp_path, benchmark=Doubling(), scorer=None) as resumed:
+        assert resumed.best is not None and resumed.best.spec_hash == resumed.run.winner_hash
 
 
 class OnlyCot(Strategy):
