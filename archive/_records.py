@@ -2,15 +2,23 @@
 
 The archive hands out these instead of ORM rows (as optuna hands out FrozenTrial), so that no
 caller holds a live row bound to a closed session or edits the database by accident. Task results
-need no record of their own: the archive stores and returns the runner's `TaskOutcome`.
+need no record of their own: the archive stores and returns the runner's `TaskOutcome`, whose
+fields its task result columns bear the names of (`record` reads them by name).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqlmodel import SQLModel
+
+from agentdesign.archive._tables import EvaluationRow
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "AgentRecord",
@@ -18,7 +26,14 @@ __all__ = [
     "LeaderboardRow",
     "RunRecord",
     "RunTotals",
+    "as_utc",
+    "ident",
+    "leaderboard_row",
+    "record",
+    "utc_now",
 ]
+
+_Record = TypeVar("_Record", bound="DataclassInstance")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,3 +131,64 @@ class RunTotals:
     cost: float
     wall_s: float
     n_search_calls: int = 0
+
+
+# -- rows to records ------------------------------------------------------------------------------
+
+
+def ident(row_id: int | None) -> int:
+    assert row_id is not None, "records are built from stored rows only"
+    return row_id
+
+
+def record(record_type: type[_Record], row: SQLModel, **given: Any) -> _Record:
+    """A `record_type` with each field read off the row's attribute of the same name, except the
+    fields in `given` (ones the row has no column for), which are taken as they are.
+
+    Three conversions, by name or by value: `id` (set once stored) becomes a plain int, a JSON list
+    a tuple and a timestamp UTC. Everything else, JSON objects included, is taken as it is.
+    """
+    values: dict[str, Any] = dict(given)
+    for field in fields(record_type):
+        if field.name in given:
+            continue
+        value = getattr(row, field.name)
+        if field.name == "id":
+            value = ident(value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(value, datetime):
+            value = as_utc(value)
+        values[field.name] = value
+    return record_type(**values)
+
+
+def leaderboard_row(rank: int, row: EvaluationRow, spec: Mapping[str, Any]) -> LeaderboardRow:
+    # finish_evaluation sets all three before it marks an evaluation complete.
+    assert row.mean is not None and row.ci_low is not None and row.ci_high is not None
+    return LeaderboardRow(
+        rank=rank,
+        agent_hash=row.agent_hash,
+        spec=spec,
+        evaluation_id=ident(row.id),
+        benchmark=row.benchmark,
+        mean=row.mean,
+        ci_low=row.ci_low,
+        ci_high=row.ci_high,
+        n_tasks=row.n_done,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        cost=row.cost,
+        wall_s=row.wall_s,
+        status=row.status,
+        task_ids=tuple(row.task_ids),
+    )
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite returns timestamps without a zone, PostgreSQL in the session's zone: make both UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

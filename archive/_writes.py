@@ -1,0 +1,466 @@
+"""The archive's writes: runs, agents, evaluations and their task results, run entries, and the
+model calls a search makes for itself.
+
+Each method is one transaction and checks its input before it writes, so a failing call leaves
+the archive as it was. Inserts that two processes may race on (the same agent, the same
+evaluation) catch the unique-key violation and read the winner's row instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, replace
+from typing import Any, TypeVar
+
+from sqlalchemy import bindparam, func, update
+from sqlalchemy import select as sql_select  # sqlmodel's select types at most four columns
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, SQLModel, col, select
+
+from agentdesign.archive import _checks as check
+from agentdesign.archive._checks import (
+    FINISHED_EVALUATION_STATUSES,
+    RUN_ENTRY_ROLES,
+    RUN_STATUSES,
+    SPLITS,
+)
+from agentdesign.archive._engine import ArchiveEngine, lookup_agent
+from agentdesign.archive._errors import ArchiveError
+from agentdesign.archive._records import (
+    AgentRecord,
+    EvaluationRecord,
+    RunRecord,
+    as_utc,
+    ident,
+    record,
+    utc_now,
+)
+from agentdesign.archive._tables import (
+    AgentRow,
+    EvaluationRow,
+    RunEntryRow,
+    RunRow,
+    SearchCallRow,
+    TaskFailureRow,
+    TaskResultRow,
+)
+from agentdesign.evaluators import TaskOutcome
+
+__all__ = ["Writes"]
+
+_Row = TypeVar("_Row", bound=SQLModel)
+
+
+class Writes(ArchiveEngine):
+    """The archive's writes (see the module's docstring)."""
+
+    def create_run(
+        self,
+        *,
+        name: str,
+        benchmark: str,
+        model: str,
+        strategy: str,
+        budget: Mapping[str, Any],
+        config: Mapping[str, Any],
+        split_seed: int,
+        search_task_ids: Sequence[str],
+        holdout_task_ids: Sequence[str],
+    ) -> RunRecord:
+        search = check.task_ids(search_task_ids, "search_task_ids")
+        holdout = check.task_ids(holdout_task_ids, "holdout_task_ids", allow_empty=True)
+        shared = sorted(set(search) & set(holdout))
+        if shared:
+            raise ArchiveError(
+                f"tasks in both the search and the holdout split: {check.listing(shared)}"
+            )
+        now = utc_now()
+        row = RunRow(
+            name=check.text(name, "run name"),
+            benchmark=check.text(benchmark, "benchmark"),
+            model=check.text(model, "model"),
+            strategy=check.text(strategy, "strategy"),
+            budget=check.json_object(budget, "budget"),
+            config=check.json_object(config, "config"),
+            split_seed=check.integer(split_seed, "split_seed"),
+            search_task_ids=search,
+            holdout_task_ids=holdout,
+            status="running",
+            elapsed_s=0.0,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._write_session() as session:
+            session.add(row)
+            try:
+                session.commit()
+            except IntegrityError:
+                raise ArchiveError(
+                    f"a run named {name!r} already exists in {self._shown_url}: "
+                    "resume it or choose another name"
+                ) from None
+        return record(RunRecord, row)
+
+    def update_run(
+        self, name: str, *, status: str | None = None, add_elapsed_s: float = 0.0
+    ) -> RunRecord:
+        """Adds elapsed time in SQL (not read-modify-write), so concurrent workers all count."""
+        values: dict[str, Any] = {
+            "elapsed_s": col(RunRow.elapsed_s) + check.non_negative(add_elapsed_s, "add_elapsed_s"),
+            "updated_at": utc_now(),
+        }
+        if status is not None:
+            values["status"] = check.choice(status, RUN_STATUSES, "run status")
+        with self._write_session() as session:
+            row = self._run_row(session, name)
+            session.exec(update(RunRow).where(col(RunRow.id) == row.id).values(values))
+            session.commit()
+            session.refresh(row)
+            return record(RunRecord, row)
+
+    def record_winner(self, name: str, agent_hash: str) -> RunRecord:
+        """Fixes the run's winner, once: a second call with another agent is refused.
+
+        The search records it before any holdout task runs, so nothing seen on the holdout can
+        change which design the run reports as its winner.
+        """
+        with self._write_session() as session:
+            row = self._run_row(session, name, lock=True)
+            self._agent_row(session, agent_hash)
+            if row.winner_hash is not None and row.winner_hash != agent_hash:
+                raise ArchiveError(
+                    f"run {name!r} already recorded {row.winner_hash} as its winner "
+                    f"on {as_utc(row.winner_at or row.updated_at):%Y-%m-%d %H:%M} UTC; "
+                    "a winner is never replaced"
+                )
+            if row.winner_hash is None:
+                row.winner_hash = agent_hash
+                row.winner_at = utc_now()
+                session.add(row)
+                session.commit()
+                session.refresh(row)
+            return record(RunRecord, row)
+
+    def add_agent(
+        self,
+        *,
+        spec: Mapping[str, Any],
+        spec_hash: str,
+        parent_hash: str | None = None,
+        co_parent_hash: str | None = None,
+        operator: str | None = None,
+    ) -> AgentRecord:
+        """Archives an agent once per hash; a second call returns the first one's record.
+
+        `parent_hash` is the agent it was made from (mutation) or its first parent, and
+        `co_parent_hash` the second parent of a crossover or recombination."""
+        spec_json = check.json_object(spec, "agent spec")
+        row = AgentRow(
+            spec_hash=check.text(spec_hash, "spec_hash"),
+            spec=spec_json,
+            model=spec_json["model"] if isinstance(spec_json.get("model"), str) else None,
+            parent_hash=check.optional_text(parent_hash, "parent_hash"),
+            co_parent_hash=check.optional_text(co_parent_hash, "co_parent_hash"),
+            operator=check.optional_text(operator, "operator"),
+            created_at=utc_now(),
+        )
+        with self._write_session() as session:
+            stored = _get_or_insert(session, row, lambda: lookup_agent(session, spec_hash))
+        if stored.spec != spec_json:
+            raise ArchiveError(
+                f"agent {spec_hash} is archived with a different spec: "
+                "its spec hash is not canonical"
+            )
+        return record(AgentRecord, stored)
+
+    def get_or_create_evaluation(
+        self, *, agent_hash: str, benchmark: str, task_ids: Sequence[str], split: str
+    ) -> EvaluationRecord:
+        """Finds the agent's evaluation on exactly these tasks, from any run, or starts one.
+
+        A found evaluation keeps the split label it was created with.
+        """
+        ids = sorted(check.task_ids(task_ids, "task_ids"))
+        task_set = _task_set_digest(ids)
+        now = utc_now()
+        row = EvaluationRow(
+            agent_hash=agent_hash,
+            benchmark=check.text(benchmark, "benchmark"),
+            task_set=task_set,
+            task_ids=ids,
+            split=check.choice(split, SPLITS, "split"),
+            n_planned=len(ids),
+            status="running",
+            created_at=now,
+            updated_at=now,
+        )
+        query = select(EvaluationRow).where(
+            col(EvaluationRow.agent_hash) == agent_hash,
+            col(EvaluationRow.benchmark) == benchmark,
+            col(EvaluationRow.task_set) == task_set,
+        )
+        with self._write_session() as session:
+            self._agent_row(session, agent_hash)
+            stored = _get_or_insert(session, row, lambda: session.exec(query).first())
+            return record(EvaluationRecord, stored)
+
+    def add_task_result(self, evaluation_id: int, outcome: TaskOutcome) -> bool:
+        """Records one finished task at once, so an interrupted evaluation resumes where it stopped.
+
+        Returns False, changing nothing, when the task is already recorded.
+        """
+        row = _outcome_row(TaskResultRow, evaluation_id, outcome)
+        ids = {"evaluation": evaluation_id, "task": outcome.task_id}
+        with self._write_session() as session:
+            # Its task ids alone, locked so that concurrent writers of its results take turns.
+            task_ids = session.execute(_TASK_IDS, ids).scalar_one_or_none()
+            if task_ids is None:
+                raise ArchiveError(f"no evaluation with id {evaluation_id} in {self._shown_url}")
+            if outcome.task_id not in task_ids:
+                raise ArchiveError(
+                    f"task {outcome.task_id!r} is not among the tasks of evaluation {evaluation_id}"
+                )
+            if session.execute(_RECORDED, ids).first() is not None:
+                return False
+            session.add(row)
+            try:
+                session.flush()
+            except IntegrityError:  # another process recorded it since the check above
+                return False
+            # Added in SQL, in the transaction that inserts the row: as exact as summing every
+            # result again (`_refresh_totals`), which grew with the evaluation, per task.
+            session.exec(
+                _ADD_RESULT,
+                params={
+                    "evaluation": evaluation_id,
+                    "add_prompt": row.prompt_tokens,
+                    "add_completion": row.completion_tokens,
+                    "add_cost": row.cost,
+                    "add_wall": row.latency_s,
+                    "now": utc_now(),
+                },
+            )
+            session.commit()
+            return True
+
+    def add_task_failure(self, evaluation_id: int, outcome: TaskOutcome) -> None:
+        """Records a task attempt the provider failed: kept for the record, never a score, so the
+        task stays open and runs again on resume."""
+        failure = replace(
+            outcome, error_kind=outcome.error_kind or "provider", error=outcome.error or ""
+        )
+        row = _outcome_row(TaskFailureRow, evaluation_id, failure)
+        with self._write_session() as session:
+            self._evaluation_row(session, evaluation_id)
+            session.add(row)
+            session.commit()
+
+    def finish_evaluation(
+        self, evaluation_id: int, *, status: str, mean: float, ci_low: float, ci_high: float
+    ) -> EvaluationRecord:
+        """Closes an evaluation; "complete" needs every planned task recorded."""
+        values = {
+            "status": check.choice(status, FINISHED_EVALUATION_STATUSES, "evaluation status"),
+            "mean": check.finite(mean, "mean"),
+            "ci_low": check.finite(ci_low, "ci_low"),
+            "ci_high": check.finite(ci_high, "ci_high"),
+        }
+        if not ci_low <= ci_high:
+            raise ArchiveError(f"ci_low {ci_low} is above ci_high {ci_high}")
+        with self._write_session() as session:
+            row = self._evaluation_row(session, evaluation_id, lock=True)
+            if status == "complete":
+                n_done = session.exec(
+                    select(func.count())
+                    .select_from(TaskResultRow)
+                    .where(col(TaskResultRow.evaluation_id) == evaluation_id)
+                ).one()
+                if n_done != row.n_planned:
+                    raise ArchiveError(
+                        f"evaluation {evaluation_id} has {n_done} of {row.n_planned} task results: "
+                        "it cannot be complete"
+                    )
+            _refresh_totals(session, evaluation_id, **values)
+            session.commit()
+            session.refresh(row)
+            return record(EvaluationRecord, row)
+
+    def add_run_entry(
+        self,
+        *,
+        run_name: str,
+        agent_hash: str,
+        evaluation_id: int,
+        trial_number: int | None,
+        max_agents: int | None = None,
+        role: str = "candidate",
+    ) -> bool:
+        """Notes that a run used an evaluation; a repeat call keeps the first trial and role.
+
+        With `max_agents`, an agent new to the run is refused (False) once the run holds that many:
+        the run's row stays locked meanwhile, so workers racing for the last slot get one each.
+        """
+        with self._write_session() as session:
+            run = self._run_row(session, run_name, lock=max_agents is not None)
+            evaluation = self._evaluation_row(session, evaluation_id)
+            if evaluation.agent_hash != agent_hash:
+                raise ArchiveError(
+                    f"evaluation {evaluation_id} is of agent {evaluation.agent_hash}, "
+                    f"not {agent_hash}"
+                )
+            entries = select(RunEntryRow).where(col(RunEntryRow.run_id) == run.id)
+            if max_agents is not None:
+                candidates = entries.where(col(RunEntryRow.role) == "candidate")
+                known = session.exec(
+                    candidates.where(col(RunEntryRow.agent_hash) == agent_hash)
+                ).first()
+                n_agents = session.exec(
+                    select(func.count(func.distinct(RunEntryRow.agent_hash))).where(
+                        col(RunEntryRow.run_id) == run.id, col(RunEntryRow.role) == "candidate"
+                    )
+                ).one()
+                if known is None and n_agents >= check.integer(max_agents, "max_agents"):
+                    return False
+            row = RunEntryRow(
+                run_id=ident(run.id),
+                agent_hash=agent_hash,
+                evaluation_id=evaluation_id,
+                trial_number=None
+                if trial_number is None
+                else check.integer(trial_number, "trial_number"),
+                role=check.choice(role, RUN_ENTRY_ROLES, "run entry role"),
+                created_at=utc_now(),
+            )
+            query = entries.where(col(RunEntryRow.evaluation_id) == evaluation_id)
+            _get_or_insert(session, row, lambda: session.exec(query).first())
+            return True
+
+    def add_search_call(
+        self,
+        *,
+        run_name: str,
+        purpose: str,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cost: float,
+        latency_s: float,
+    ) -> None:
+        """Records a model call the search made for the run itself (a prompt refinement): it
+        counts in the run's totals, and so against its token budget, but in no agent's score."""
+        row = SearchCallRow(
+            run_id=0,  # set below, in the session that finds the run
+            purpose=check.text(purpose, "purpose"),
+            model=check.text(model, "model"),
+            prompt_tokens=check.count(prompt_tokens, "prompt_tokens"),
+            completion_tokens=check.count(completion_tokens, "completion_tokens"),
+            cost=check.non_negative(cost, "cost"),
+            latency_s=check.non_negative(latency_s, "latency_s"),
+            created_at=utc_now(),
+        )
+        with self._write_session() as session:
+            row.run_id = ident(self._run_row(session, run_name).id)
+            session.add(row)
+            session.commit()
+
+
+def _get_or_insert(session: Session, row: _Row, find: Callable[[], _Row | None]) -> _Row:
+    """The row `find` locates, else `row` inserted and committed; if another process inserts the
+    same key in between, its row (the unique key rejects ours)."""
+    existing = find()
+    if existing is not None:
+        return existing
+    session.add(row)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        winner = find()
+        if winner is None:
+            raise
+        return winner
+    return row
+
+
+# The statements `add_task_result` runs for every task, built once: building them took longer
+# than running them. An evaluation's task ids, locked; whether a task has its result; the
+# result's counts added to its evaluation's totals.
+_TASK_IDS = (
+    sql_select(col(EvaluationRow.task_ids))
+    .where(col(EvaluationRow.id) == bindparam("evaluation"))
+    .with_for_update()
+)
+_RECORDED = sql_select(col(TaskResultRow.id)).where(
+    col(TaskResultRow.evaluation_id) == bindparam("evaluation"),
+    col(TaskResultRow.task_id) == bindparam("task"),
+)
+_ADD_RESULT = (
+    update(EvaluationRow)
+    .where(col(EvaluationRow.id) == bindparam("evaluation"))
+    .values(
+        n_done=col(EvaluationRow.n_done) + 1,
+        prompt_tokens=col(EvaluationRow.prompt_tokens) + bindparam("add_prompt"),
+        completion_tokens=col(EvaluationRow.completion_tokens) + bindparam("add_completion"),
+        cost=col(EvaluationRow.cost) + bindparam("add_cost"),
+        wall_s=col(EvaluationRow.wall_s) + bindparam("add_wall"),
+        updated_at=bindparam("now"),
+    )
+    .execution_options(synchronize_session=False)
+)
+
+
+def _refresh_totals(session: Session, evaluation_id: int, **values: Any) -> None:
+    """Recomputes an evaluation's counts and sums from its task results (and sets `values`)."""
+    results = select(TaskResultRow).where(col(TaskResultRow.evaluation_id) == evaluation_id)
+    subquery = results.subquery()
+
+    def total(column: Any) -> Any:
+        return select(func.coalesce(func.sum(column), 0)).select_from(subquery).scalar_subquery()
+
+    session.exec(
+        update(EvaluationRow)
+        .where(col(EvaluationRow.id) == evaluation_id)
+        .values(
+            n_done=select(func.count()).select_from(subquery).scalar_subquery(),
+            prompt_tokens=total(subquery.c.prompt_tokens),
+            completion_tokens=total(subquery.c.completion_tokens),
+            cost=total(subquery.c.cost),
+            wall_s=total(subquery.c.latency_s),
+            updated_at=utc_now(),
+            **values,
+        )
+    )
+
+
+def _task_set_digest(sorted_ids: Sequence[str]) -> str:
+    # JSON keeps ids that contain separators apart: ["a,b"] and ["a", "b"] differ.
+    return hashlib.sha256(json.dumps(list(sorted_ids)).encode()).hexdigest()
+
+
+# How each field of the runner's `TaskOutcome` is checked before it is stored: the task result and
+# failure tables name their columns after these fields, so one outcome fills either row.
+_OUTCOME_CHECKS: dict[str, Callable[[Any, str], object]] = {
+    "task_id": check.text,
+    "output": check.string,
+    "answer": check.string,
+    "score": check.finite,
+    "prompt_tokens": check.count,
+    "completion_tokens": check.count,
+    "cost": check.non_negative,
+    "latency_s": check.non_negative,
+    "error_kind": check.optional_text,
+    "error": check.optional_string,
+    "details": check.json_object,
+}
+
+
+def _outcome_row(table: type[_Row], evaluation_id: int, outcome: TaskOutcome) -> _Row:
+    """A row of `table` holding the outcome's fields it has columns for, each checked."""
+    values = {
+        field.name: _OUTCOME_CHECKS[field.name](getattr(outcome, field.name), field.name)
+        for field in fields(TaskOutcome)
+        if field.name in table.model_fields
+    }
+    return table(evaluation_id=evaluation_id, created_at=utc_now(), **values)
