@@ -253,8 +253,10 @@ class ValueModel:
         """The ridge's predictive variance, as `predict(return_std=True)` squares it, with the
         posterior term clipped at 0: fitted on weighted or repeated designs, rounding can make it
         slightly negative, and its square root nan."""
-        posterior = ((x @ self._ridge.sigma_) * x).sum(axis=1)
-        return np.clip(posterior, 0.0, None) + 1.0 / self._ridge.alpha_
+        posterior = np.asarray(((x @ self._ridge.sigma_) * x).sum(axis=1), dtype=float)
+        noise = 1.0 / float(self._ridge.alpha_)
+        variance: np.ndarray = np.clip(posterior, 0.0, None) + noise
+        return variance
 
     def _held_out_scale(self, x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> float:
         """Mean squared held-out error over the mean predicted variance at the same designs: each
