@@ -31,6 +31,7 @@ from agentdesign.components._functional import safe_eval
 from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components._memory import Example, Lesson, MemoryStore, Recall
 from agentdesign.components._parsing import answer_key, extract_answer
+from agentdesign.components._plugins import NamedRegistry
 from agentdesign.components._registry import (
     REGISTRY,
     SLOTS,
@@ -94,6 +95,7 @@ __all__ = [
     "MemoryStore",
     "Message",
     "ModelUnavailableError",
+    "NamedRegistry",
     "Observation",
     "ParamInfo",
     "Planning",

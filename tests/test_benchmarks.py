@@ -106,7 +106,7 @@ class _Toy(Benchmark):
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Isolates tests that register benchmarks from the process-wide registry."""
-    monkeypatch.setattr(_benchmark, "_REGISTRY", dict(_benchmark._REGISTRY))
+    monkeypatch.setattr(_benchmark.BENCHMARKS, "_objects", dict(_benchmark.BENCHMARKS._objects))
     monkeypatch.setattr(_benchmark, "_INSTANCES", {})
 
 
