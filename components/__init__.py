@@ -16,6 +16,7 @@ from agentdesign.components._build import (
     parse_spec,
 )
 from agentdesign.components._cache import ResponseCache, default_cache_dir
+from agentdesign.components._checks import ConformanceError, check_component
 from agentdesign.components._embedded import EMBEDDED_MODELS, embedded_model_path
 from agentdesign.components._environment import Environment, EnvironmentFailed, EnvState, Episode
 from agentdesign.components._errors import (
@@ -81,6 +82,7 @@ __all__ = [
     "ChatModel",
     "Completion",
     "Component",
+    "ConformanceError",
     "EnvState",
     "Environment",
     "EnvironmentFailed",
@@ -115,6 +117,7 @@ __all__ = [
     "Workflow",
     "answer_key",
     "build_agent",
+    "check_component",
     "check_model",
     "default_cache_dir",
     "default_chat_model",

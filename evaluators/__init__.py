@@ -23,6 +23,7 @@ from agentdesign.evaluators._bfcl import (
     check_call,
     parse_calls,
 )
+from agentdesign.evaluators._checks import check_benchmark
 from agentdesign.evaluators._custom import FileBenchmark, open_file_benchmark
 from agentdesign.evaluators._environments import InteractiveBenchmark, episode_workflows
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
@@ -73,6 +74,7 @@ __all__ = [
     "TextWorldExpress",
     "available_benchmarks",
     "backtest_overfitting",
+    "check_benchmark",
     "check_call",
     "check_concurrency",
     "debiased_winner_score",

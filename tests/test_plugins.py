@@ -34,6 +34,7 @@ from agentdesign.search import (
     make_strategy,
     run_search,
 )
+from agentdesign.search.checks import check_benchmark, check_component, check_strategy
 
 PLUGIN = Path(__file__).resolve().parent / "plugin_demo"
 CLI = [sys.executable, "-c", "from agentdesign.search.cli import main; main()"]
@@ -50,6 +51,7 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(REGISTRY, "plugins", PluginGroup("agentdesign.components"))
     monkeypatch.setattr(BENCHMARKS, "plugins", PluginGroup("agentdesign.benchmarks"))
     monkeypatch.setattr(STRATEGIES, "plugins", PluginGroup("agentdesign.strategies"))
+    monkeypatch.setattr("agentdesign.evaluators._benchmark._INSTANCES", {})  # of an earlier import
     yield
     for name in [m for m in sys.modules if m.split(".")[0] == "plugin_demo"]:
         del sys.modules[name]
@@ -168,3 +170,10 @@ def test_names_are_never_taken_twice_and_presets_register_by_name() -> None:
         registry.lookup("b")
     tpe = make_strategy("tpe", space=SearchSpace(model="fake/model"), seed=3)  # a preset by name
     assert isinstance(tpe, OptunaStrategy) and tpe.seed == 3
+
+
+@pytest.mark.usefixtures("plugin")
+def test_the_plugin_passes_the_conformance_kit() -> None:
+    check_component(REGISTRY.get("workflow", "demo_twice"))
+    check_benchmark(get_benchmark("demo_sums"))
+    check_strategy("demo_shuffle")
