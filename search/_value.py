@@ -216,6 +216,9 @@ class ValueModel:
             x = design_features([r.spec for r in rows], [r.description for r in rows])
             y = np.array([r.score for r in rows])
             weights = np.array([r.weight for r in rows])
+            # scaled to mean 1: BayesianRidge counts designs, not weight, when it estimates the
+            # noise, and lighter weights than that made its noise precision negative
+            weights = weights * len(weights) / weights.sum()
             self._forest.set_params(
                 max_samples=_TREE_SAMPLES if len(rows) > _TREE_SAMPLES else None
             )
@@ -239,7 +242,7 @@ class ValueModel:
             trees = self._tree_predictions(x)
         means = np.stack([ridge_mean, trees.mean(axis=0)])
         variance = (ridge_var + trees.var(axis=0)) / 2 + means.var(axis=0)
-        return means.mean(axis=0), np.sqrt(self._scale * variance)
+        return means.mean(axis=0), np.sqrt(np.clip(self._scale * variance, 0.0, None))
 
     def _tree_predictions(self, x: np.ndarray) -> np.ndarray:
         """Each tree's prediction (one row per tree), read from the leaves `tree_.apply` finds:

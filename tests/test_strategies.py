@@ -271,6 +271,21 @@ def test_the_value_models_intervals_come_from_held_out_errors() -> None:
     assert 0.9 <= coverage <= 0.99, coverage
 
 
+def test_designs_weighted_down_leave_the_value_model_uncertain_not_broken() -> None:
+    """Partial labels (racing's stopped designs) weigh less; the ridge must still estimate a
+    positive noise, so every prediction keeps a positive spread."""
+    space = SearchSpace(model="fake/model")
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        specs = [space.sample(rng) for _ in range(8)]
+        rows = [
+            Labelled(spec=s, description="d", score=float(i % 2), weight=0.25 + 0.75 * (i < 2))
+            for i, s in enumerate(specs)
+        ]
+        _, std = ValueModel(seed=0).fit(rows).predict(specs, description="d")
+        assert np.all(np.isfinite(std)) and np.all(std > 0), std
+
+
 def test_an_unfitted_value_model_is_uncertain_and_a_fitted_one_ranks() -> None:
     space = SearchSpace(model="fake/model")
     specs = [space.sample(np.random.default_rng(i)) for i in range(3)]
