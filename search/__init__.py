@@ -40,7 +40,9 @@ from agentdesign.search._space import SearchSpace, prompt_params
 from agentdesign.search._strategies import (
     STRATEGIES,
     OptunaStrategy,
+    RegisteredStrategy,
     make_strategy,
+    register_strategy,
     supports_refinement,
 )
 from agentdesign.search._table import REPLAY_FORMAT, ReplayDesign, ReplayTable
@@ -71,6 +73,7 @@ __all__ = [
     "PromptRefiner",
     "Proposal",
     "Refinement",
+    "RegisteredStrategy",
     "ReplayDesign",
     "ReplayResult",
     "ReplayTable",
@@ -97,6 +100,7 @@ __all__ = [
     "pairwise_design",
     "prompt_params",
     "rank_correlation",
+    "register_strategy",
     "replay_search",
     "resume_search",
     "run_search",
