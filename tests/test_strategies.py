@@ -273,7 +273,8 @@ def test_the_value_models_intervals_come_from_held_out_errors() -> None:
 
 def test_designs_weighted_down_leave_the_value_model_uncertain_not_broken() -> None:
     """Partial labels (racing's stopped designs) weigh less; the ridge must still estimate a
-    positive noise, so every prediction keeps a positive spread."""
+    positive noise (a negative one let it interpolate its labels), and every prediction keeps a
+    positive spread."""
     space = SearchSpace(model="fake/model")
     rng = np.random.default_rng(1)
     for _ in range(10):
@@ -282,7 +283,9 @@ def test_designs_weighted_down_leave_the_value_model_uncertain_not_broken() -> N
             Labelled(spec=s, description="d", score=float(i % 2), weight=0.25 + 0.75 * (i < 2))
             for i, s in enumerate(specs)
         ]
-        _, std = ValueModel(seed=0).fit(rows).predict(specs, description="d")
+        model = ValueModel(seed=0).fit(rows)
+        assert model._ridge.alpha_ > 0  # the ridge's noise precision (a private member's)
+        _, std = model.predict(specs, description="d")
         assert np.all(np.isfinite(std)) and np.all(std > 0), std
 
 
