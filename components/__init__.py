@@ -17,7 +17,11 @@ from agentdesign.components._build import (
 )
 from agentdesign.components._cache import ResponseCache, default_cache_dir
 from agentdesign.components._checks import ConformanceError, check_component
-from agentdesign.components._embedded import EMBEDDED_MODELS, embedded_model_path
+from agentdesign.components._embedded import (
+    EMBEDDED_MODELS,
+    embedded_model_path,
+    embedded_thread_choice,
+)
 from agentdesign.components._environment import Environment, EnvironmentFailed, EnvState, Episode
 from agentdesign.components._errors import (
     AgentDesignError,
@@ -29,6 +33,7 @@ from agentdesign.components._errors import (
 from agentdesign.components._export import render_standalone, write_agent_files
 from agentdesign.components._fake import FakeCall, FakeChatModel, failing_responder
 from agentdesign.components._functional import safe_eval
+from agentdesign.components._isolation import UNSAFE_ENV, Isolation, current_isolation
 from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components._memory import Example, Lesson, MemoryStore, Recall
 from agentdesign.components._parsing import answer_key, extract_answer
@@ -73,6 +78,7 @@ __all__ = [
     "EMBEDDED_MODELS",
     "REGISTRY",
     "SLOTS",
+    "UNSAFE_ENV",
     "Agent",
     "AgentDesignError",
     "AgentResult",
@@ -90,6 +96,7 @@ __all__ = [
     "Example",
     "FakeCall",
     "FakeChatModel",
+    "Isolation",
     "LLMCallError",
     "Lesson",
     "LiteLLMChatModel",
@@ -119,9 +126,11 @@ __all__ = [
     "build_agent",
     "check_component",
     "check_model",
+    "current_isolation",
     "default_cache_dir",
     "default_chat_model",
     "embedded_model_path",
+    "embedded_thread_choice",
     "extract_answer",
     "failing_responder",
     "import_litellm",

@@ -20,8 +20,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from agentdesign.components import AgentSpec, Environment, NamedRegistry
-from agentdesign.components._errors import AgentDesignError
+from agentdesign.components import AgentDesignError, AgentSpec, Environment, NamedRegistry
 
 __all__ = [
     "BENCHMARKS",

@@ -23,7 +23,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentdesign.components._sandbox import SandboxLimits, run_python
+from agentdesign.components import SandboxLimits, run_python
 from agentdesign.evaluators._benchmark import (
     Benchmark,
     BenchmarkError,

@@ -18,6 +18,7 @@ from rich.markup import escape
 from agentdesign.archive import Archive
 from agentdesign.components import (
     DEFAULT_LLM_TIMEOUT_S,
+    UNSAFE_ENV,
     AgentDesignError,
     AgentSpec,
     ChatModel,
@@ -28,7 +29,6 @@ from agentdesign.components import (
     parse_spec,
     write_agent_files,
 )
-from agentdesign.components._isolation import UNSAFE_ENV
 from agentdesign.evaluators import (
     Benchmark,
     check_concurrency,

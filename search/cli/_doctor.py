@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from agentdesign.components._embedded import embedded_thread_choice
-from agentdesign.components._isolation import UNSAFE_ENV, current_isolation
+from agentdesign.components import UNSAFE_ENV, current_isolation, embedded_thread_choice
 
 __all__ = ["DEFAULT_POSTGRES_URL", "POSTGRES_ENV", "Check", "run_checks"]
 
