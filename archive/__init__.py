@@ -14,6 +14,7 @@ from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
     LeaderboardRow,
+    ProposalRecord,
     RunRecord,
     RunTotals,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "EvaluationRecord",
     "Heartbeat",
     "LeaderboardRow",
+    "ProposalRecord",
     "RunRecord",
     "RunTotals",
     "worker_id",

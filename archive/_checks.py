@@ -15,12 +15,14 @@ from agentdesign.archive._errors import ArchiveError
 
 __all__ = [
     "FINISHED_EVALUATION_STATUSES",
+    "PROPOSAL_STATUSES",
     "RUN_ENTRY_ROLES",
     "RUN_STATUSES",
     "SPLITS",
     "choice",
     "count",
     "finite",
+    "hashes",
     "integer",
     "json_object",
     "listing",
@@ -37,6 +39,8 @@ RUN_STATUSES = ("running", "finished", "failed")
 FINISHED_EVALUATION_STATUSES = ("complete", "pruned", "failed")
 SPLITS = ("search", "holdout", "all")
 RUN_ENTRY_ROLES = ("candidate", "dev", "winner", "baseline", "exploratory")
+# What became of a meta agent's proposal; every status but the first is a refusal or a failure.
+PROPOSAL_STATUSES = ("accepted", "invalid", "duplicate", "failed")
 
 
 def text(value: object, what: str) -> str:
@@ -91,6 +95,13 @@ def task_ids(ids: Sequence[str], what: str, *, allow_empty: bool = False) -> lis
         repeated = sorted({task_id for task_id in checked if checked.count(task_id) > 1})
         raise ArchiveError(f"{what} repeats task ids: {listing(repeated)}")
     return checked
+
+
+def hashes(values: Sequence[str], what: str) -> list[str]:
+    """Spec hashes, in their order (empty allowed): a plain list, so that it stores as JSON."""
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise ArchiveError(f"{what} must be a sequence of spec hashes, not {values!r}")
+    return [text(value, f"a spec hash in {what}") for value in values]
 
 
 def string(value: object, what: str) -> str:

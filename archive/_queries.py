@@ -1,5 +1,5 @@
 """The archive's queries: records by key, task results, leaderboards, the Pareto front, a run's
-totals and evaluations, and an agent's lineage. None of them writes.
+totals, evaluations and meta agent proposals, and an agent's lineage. None of them writes.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
 from agentdesign.archive import _checks as check
-from agentdesign.archive._checks import SPLITS
+from agentdesign.archive._checks import PROPOSAL_STATUSES, SPLITS
 from agentdesign.archive._engine import ArchiveEngine, lookup_agent
 from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
     LeaderboardRow,
+    ProposalRecord,
     RunRecord,
     RunTotals,
     ident,
@@ -29,6 +30,7 @@ from agentdesign.archive._records import (
 from agentdesign.archive._tables import (
     AgentRow,
     EvaluationRow,
+    ProposalRow,
     RunEntryRow,
     RunRow,
     SearchCallRow,
@@ -250,6 +252,40 @@ class Queries(ArchiveEngine):
             run = self._run_row(session, run_name)
             rows = session.exec(select(RunEntryRow).where(col(RunEntryRow.run_id) == run.id))
             return {row.evaluation_id: row.role for row in rows}
+
+    def proposals(
+        self, run_name: str, *, status: str | None = None, spec_hash: str | None = None
+    ) -> list[ProposalRecord]:
+        """The designs the run's meta agent proposed, oldest first; only those of `status`, or
+        only those that made or repeated the design `spec_hash`, when given."""
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            query = select(ProposalRow).where(col(ProposalRow.run_id) == run.id)
+            if status is not None:
+                query = query.where(
+                    col(ProposalRow.status)
+                    == check.choice(status, PROPOSAL_STATUSES, "proposal status")
+                )
+            if spec_hash is not None:
+                query = query.where(
+                    col(ProposalRow.spec_hash) == check.text(spec_hash, "spec_hash")
+                )
+            rows = session.exec(query.order_by(col(ProposalRow.id)))
+            return [record(ProposalRecord, row, run_name=run.name) for row in rows]
+
+    def proposal_counts(self, run_name: str) -> dict[str, int]:
+        """How many proposals of the run's meta agent have each status (every status, zeros
+        included), counted in SQL without reading their prompts and responses."""
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            rows = session.exec(
+                select(ProposalRow.status, func.count())
+                .where(col(ProposalRow.run_id) == run.id)
+                .group_by(col(ProposalRow.status))
+            )
+            counts = dict.fromkeys(PROPOSAL_STATUSES, 0)
+            counts.update({status: int(n) for status, n in rows})
+            return counts
 
     def find_agent(self, prefix: str) -> AgentRecord:
         """The one agent whose spec hash starts with `prefix` (as `git` resolves short hashes)."""

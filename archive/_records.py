@@ -24,6 +24,7 @@ __all__ = [
     "AgentRecord",
     "EvaluationRecord",
     "LeaderboardRow",
+    "ProposalRecord",
     "RunRecord",
     "RunTotals",
     "as_utc",
@@ -113,6 +114,29 @@ class LeaderboardRow:
     wall_s: float
     status: str
     task_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalRecord:
+    """A design the meta agent proposed for a run, whatever became of it (see `add_proposal`).
+
+    `status` is "accepted" (it made the agent `spec_hash`), "duplicate" (`spec_hash`, if known,
+    is the archived design it repeats), "invalid" or "failed"; `reason` says why it was refused
+    or failed. The tokens are informational: the call counts in the run's totals as a search call.
+    """
+
+    id: int
+    run_name: str
+    operator: str
+    parents: tuple[str, ...]
+    prompt: str
+    response: str
+    status: str
+    reason: str | None
+    spec_hash: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    created_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

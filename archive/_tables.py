@@ -1,4 +1,4 @@
-"""The archive's database tables (schema version 6; `migrations/` upgrades older archives).
+"""The archive's database tables (schema version 7; `migrations/` upgrades older archives).
 
 Every table name starts with `ad_` because the optuna study of each run lives in the same database
 and owns its own unprefixed tables (and `alembic_version`). Stored JSON is written once and never
@@ -20,6 +20,7 @@ __all__ = [
     "AgentRow",
     "EvaluationRow",
     "MetaRow",
+    "ProposalRow",
     "RunEntryRow",
     "RunRow",
     "SearchCallRow",
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 # The alembic revision of `migrations/versions/` that creates this schema bears the same number.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # The tables optuna 5's RDBStorage creates in a database it shares with the archive; an archive may
 # hold them, any other foreign table means the database belongs to something else.
@@ -272,4 +273,32 @@ class TaskFailureRow(_Table, table=True):
     completion_tokens: int
     cost: float
     latency_s: float
+    created_at: datetime = _timestamp()
+
+
+class ProposalRow(_Table, table=True):
+    """A design the search's meta agent (a model) proposed for a run, kept whatever became of it:
+    its prompt and the model's response, the operator and parents it worked from, and its fate.
+
+    Nothing it generates is dropped silently: "accepted" made the design `spec_hash`, "duplicate"
+    repeated an archived one, "invalid" did not parse or check, "failed" got no usable response;
+    `reason` says why for each of the last three. The tokens are copied from the call's own
+    record (`ad_search_call`), which alone counts in the run's totals.
+    """
+
+    __tablename__ = "ad_proposal"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="ad_run.id", index=True)
+    operator: str
+    # The spec hashes the proposal was made from, first parent first (empty for a new design).
+    parents: list[str] = _json_column()
+    prompt: str = Field(sa_type=Text)
+    response: str = Field(sa_type=Text)
+    status: str
+    reason: str | None = Field(default=None, sa_type=Text)
+    # Indexed: `show --lineage` finds the proposal that made an agent by its hash.
+    spec_hash: str | None = Field(default=None, index=True)
+    prompt_tokens: int
+    completion_tokens: int
     created_at: datetime = _timestamp()

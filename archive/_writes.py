@@ -1,5 +1,5 @@
-"""The archive's writes: runs, agents, evaluations and their task results, run entries, and the
-model calls a search makes for itself.
+"""The archive's writes: runs, agents, evaluations and their task results, run entries, the
+model calls a search makes for itself and the designs its meta agent proposes.
 
 Each method is one transaction and checks its input before it writes, so a failing call leaves
 the archive as it was. Inserts that two processes may race on (the same agent, the same
@@ -22,6 +22,7 @@ from sqlmodel import Session, SQLModel, col, select
 from agentdesign.archive import _checks as check
 from agentdesign.archive._checks import (
     FINISHED_EVALUATION_STATUSES,
+    PROPOSAL_STATUSES,
     RUN_ENTRY_ROLES,
     RUN_STATUSES,
     SPLITS,
@@ -31,6 +32,7 @@ from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
+    ProposalRecord,
     RunRecord,
     as_utc,
     ident,
@@ -40,6 +42,7 @@ from agentdesign.archive._records import (
 from agentdesign.archive._tables import (
     AgentRow,
     EvaluationRow,
+    ProposalRow,
     RunEntryRow,
     RunRow,
     SearchCallRow,
@@ -364,6 +367,51 @@ class Writes(ArchiveEngine):
             row.run_id = ident(self._run_row(session, run_name).id)
             session.add(row)
             session.commit()
+
+    def add_proposal(
+        self,
+        *,
+        run_name: str,
+        operator: str,
+        parents: Sequence[str],
+        prompt: str,
+        response: str,
+        status: str,
+        reason: str | None,
+        spec_hash: str | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+    ) -> ProposalRecord:
+        """Records a design the run's meta agent proposed, whatever became of it, so that no
+        generation is dropped silently: "accepted" names the design it made (`spec_hash`); a
+        refusal ("invalid", "duplicate") or a failure ("failed") says why (`reason`).
+
+        The tokens are the proposing call's, for the record only: the call itself is recorded
+        with `add_search_call`, which alone counts it in the run's totals.
+        """
+        checked_status = check.choice(status, PROPOSAL_STATUSES, "proposal status")
+        row = ProposalRow(
+            run_id=0,  # set below, in the session that finds the run
+            operator=check.text(operator, "operator"),
+            parents=check.hashes(parents, "parents"),
+            prompt=check.text(prompt, "prompt"),
+            response=check.string(response, "response"),
+            status=checked_status,
+            reason=check.optional_string(reason, "reason"),
+            spec_hash=check.optional_text(spec_hash, "spec_hash"),
+            prompt_tokens=check.count(prompt_tokens, "prompt_tokens"),
+            completion_tokens=check.count(completion_tokens, "completion_tokens"),
+            created_at=utc_now(),
+        )
+        if checked_status == "accepted" and row.spec_hash is None:
+            raise ArchiveError("an accepted proposal needs the spec_hash of the design it made")
+        if checked_status != "accepted" and not (row.reason or "").strip():
+            raise ArchiveError(f"a proposal with status {checked_status!r} needs a reason")
+        with self._write_session() as session:
+            row.run_id = ident(self._run_row(session, run_name).id)
+            session.add(row)
+            session.commit()
+            return record(ProposalRecord, row, run_name=run_name)
 
 
 def _get_or_insert(session: Session, row: _Row, find: Callable[[], _Row | None]) -> _Row:

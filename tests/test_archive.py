@@ -25,7 +25,7 @@ from agentdesign.archive import (
     RunTotals,
 )
 from agentdesign.archive._tables import SCHEMA_VERSION
-from agentdesign.components._errors import AgentDesignError
+from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import TaskOutcome
 
 TASKS = ("t1", "t2", "t3")
@@ -136,6 +136,7 @@ def test_new_archive_has_meta_and_prefixed_tables(archive: Archive) -> None:
         "ad_run_entry",
         "ad_search_call",
         "ad_task_failure",
+        "ad_proposal",
         "ad_alembic_version",
     }
     assert meta == {"schema_version": str(SCHEMA_VERSION), "created_by": "agentdesign"}

@@ -120,12 +120,12 @@ def test_an_empty_postgresql_database_is_no_archive(postgres_schema: Callable[[]
     ("change", "needle"),
     [
         (
-            "UPDATE ad_meta SET value = '7' WHERE key = 'schema_version'",
-            "has archive schema 7, newer than the 6 this agentdesign knows: upgrade agentdesign",
+            "UPDATE ad_meta SET value = '8' WHERE key = 'schema_version'",
+            "has archive schema 8, newer than the 7 this agentdesign knows: upgrade agentdesign",
         ),
         (
-            "UPDATE ad_alembic_version SET version_num = '0007'",
-            "has archive schema 0007 (ad_alembic_version), newer than the 6 this agentdesign knows",
+            "UPDATE ad_alembic_version SET version_num = '0008'",
+            "has archive schema 0008 (ad_alembic_version), newer than the 7 this agentdesign knows",
         ),
         (
             "UPDATE version_info SET schema_version = 13, library_version = '6.0.0'",
@@ -195,7 +195,7 @@ def test_a_read_only_archive_is_one_line(
 # --- a scorer that raises, and an exported agent on a missing model -----------------------------
 
 _FAKE_MODEL_CLI = (
-    "import sys; from agentdesign.components import FakeChatModel; "
+    "import sys; from agentdesign.components.testing import FakeChatModel; "
     "from agentdesign.search import _loop; from agentdesign.search.cli import main; "
     "_loop.default_chat_model = lambda **_: FakeChatModel(lambda *a: 'Answer: Paris'); "
     "sys.argv[0] = 'agentdesign'; main()"
