@@ -3,15 +3,20 @@ prompt, response, operator, parents and fate; on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
 from datetime import UTC
+from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from sqlalchemy import create_engine, inspect, text
 from test_archive import _create_run, _evaluated
 
 from agentdesign.archive import Archive, ArchiveError, ProposalRecord
 from agentdesign.archive._tables import SCHEMA_VERSION
+from agentdesign.components import AgentSpec
 
 
 def _propose(archive: Archive, **changes: Any) -> ProposalRecord:
@@ -93,12 +98,10 @@ def test_proposals_are_filtered_by_status_and_design(archive: Archive) -> None:
     assert archive.proposals("run-1", status="accepted", spec_hash="new1") == [first]
     assert archive.proposals("run-1", spec_hash="new2") == []  # run-2's, not run-1's
     assert archive.proposals("run-2") == [other]
-    assert archive.proposal_counts("run-1") == {
-        "accepted": 1,
-        "invalid": 1,
-        "duplicate": 1,
-        "failed": 0,
-    }
+    counts = archive.proposal_counts("run-1")  # every status, zeros included
+    assert {"accepted", "invalid", "duplicate", "failed"} <= set(counts)
+    assert (counts["accepted"], counts["invalid"], counts["duplicate"]) == (1, 1, 1)
+    assert counts["failed"] == 0 and sum(counts.values()) == 3
     assert archive.proposal_counts("run-2")["accepted"] == 1
 
 
@@ -126,7 +129,7 @@ def test_bad_proposals_are_refused_in_one_line_and_write_nothing(archive: Archiv
     _create_run(archive, "run-1")
     _one_line_error(
         lambda: _propose(archive, status="weird"),
-        r"proposal status must be one of accepted, invalid, duplicate, failed, not 'weird'",
+        r"proposal status must be one of accepted, .*invalid, duplicate, failed, not 'weird'",
     )
     _one_line_error(
         lambda: _propose(archive, run_name="ghost"),
@@ -218,3 +221,71 @@ def test_a_schema_6_archive_is_upgraded_and_keeps_its_data(archive_url: str) -> 
         engine.dispose()
     with Archive(archive_url) as archive:  # a second open finds it current and keeps it
         assert len(archive.proposals("run-1")) == 1
+
+
+# -- what `show` prints ---------------------------------------------------------------------------
+
+
+def _shown(print_it: Callable[[Console], None]) -> str:
+    out = io.StringIO()
+    print_it(Console(file=out, width=200, color_system=None))
+    return out.getvalue()
+
+
+def test_show_lineage_prints_the_meta_agents_prompt_and_response(tmp_path: Path) -> None:
+    from agentdesign.search.cli._leaderboard import print_lineage
+
+    prompt = "Improve on [bold]p1[/bold]: " + "x" * 1000  # markup-like text prints as it is
+    parent, child = (AgentSpec.create(model=model) for model in ("fake/a", "fake/b"))
+    with Archive(str(tmp_path / "a.db")) as archive:
+        _create_run(archive)
+        archive.add_agent(spec=parent.to_dict(), spec_hash=parent.spec_hash)
+        archive.add_agent(
+            spec=child.to_dict(),
+            spec_hash=child.spec_hash,
+            parent_hash=parent.spec_hash,
+            operator="meta",
+        )
+        _propose(archive, status="invalid", reason="bad JSON", spec_hash=None, prompt="before")
+        _propose(
+            archive,
+            parents=[parent.spec_hash],
+            spec_hash=child.spec_hash,
+            prompt=prompt,
+            response="{}",
+        )
+        shown = _shown(lambda console: print_lineage(console, archive, child.spec_hash[:8]))
+        plain = _shown(lambda console: print_lineage(console, archive, parent.spec_hash[:8]))
+    assert f"lineage of {child.spec_hash[:10]}" in shown
+    assert (
+        f"made by the meta agent in run run-1: operator meta, parents {parent.spec_hash[:10]}"
+        in shown
+    )
+    assert "120 + 30 tokens" in shown
+    assert "prompt (1,028 characters):" in shown
+    assert "Improve on [bold]p1[/bold]: " + "x" * 572 + "\n... (428 more characters cut)" in shown
+    assert "response (2 characters):\n{}\n" in shown
+    assert "before" not in shown  # the refused proposal made no agent
+    assert "meta agent" not in plain  # a design the meta agent did not make
+
+
+def test_show_run_counts_the_meta_agents_proposals(tmp_path: Path) -> None:
+    from agentdesign.search.cli._leaderboard import print_leaderboard
+
+    with Archive(str(tmp_path / "a.db")) as archive:
+        _create_run(archive)
+        _create_run(archive, "quiet")
+        _propose(archive, spec_hash="a")
+        _propose(archive, status="duplicate", reason="same as a", spec_hash="a")
+        for i in range(2):
+            _propose(archive, status="invalid", reason=f"bad {i}", spec_hash=None)
+        _propose(archive, status="failed", reason="timeout", spec_hash=None, response="")
+        shown = _shown(lambda console: print_leaderboard(console, archive, "run-1", limit=5))
+        quiet = _shown(lambda console: print_leaderboard(console, archive, "quiet", limit=5))
+    lines = [line for line in shown.splitlines() if line.startswith("meta agent:")]
+    assert len(lines) == 1
+    assert lines[0].startswith("meta agent: 5 proposals, 1 accepted, 4 refused (")
+    assert lines[0].endswith(")")
+    for count in ("invalid 2", "duplicate 1", "failed 1"):
+        assert count in lines[0]
+    assert "meta agent" not in quiet
