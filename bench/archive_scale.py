@@ -41,7 +41,7 @@ from agentdesign.archive._tables import AgentRow, EvaluationRow, RunEntryRow, Ta
 from agentdesign.components import REGISTRY, build_agent, parse_spec
 from agentdesign.evaluators import TaskOutcome, evaluate_tasks, get_benchmark
 from agentdesign.search import Budget, RunConfig, resume_search
-from agentdesign.search._loop import _create_run
+from agentdesign.search._runs import _create_run
 
 N_SEARCH = 10
 MODELS = (

@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, func, select, text
 from agentdesign.archive import Archive
 from agentdesign.archive._tables import EvaluationRow, TaskResultRow
 from agentdesign.search import Budget, RunConfig
-from agentdesign.search._loop import run_worker
+from agentdesign.search._runs import run_worker
 from agentdesign.search._space import space_from_option
 
 RUN = "bench-workers"

@@ -16,18 +16,12 @@ from agentdesign.search._base import (
     mutate,
     pairwise_design,
 )
+from agentdesign.search._config import Budget, RunConfig
 from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._evolution import EvolutionStrategy
 from agentdesign.search._guided import GuidedStrategy
-from agentdesign.search._loop import (
-    Budget,
-    Reporter,
-    RunConfig,
-    RunSummary,
-    resume_search,
-    run_search,
-)
 from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._prior import labelled_from_archive
 from agentdesign.search._refine import Failure, PromptRefiner, Refinement
 from agentdesign.search._replay import (
     ReplayResult,
@@ -36,6 +30,8 @@ from agentdesign.search._replay import (
     shuffled_replay,
     split_half_reliability,
 )
+from agentdesign.search._reporting import Reporter, RunSummary
+from agentdesign.search._runs import resume_search, run_search
 from agentdesign.search._space import SearchSpace, prompt_params
 from agentdesign.search._strategies import (
     STRATEGIES,
@@ -52,7 +48,6 @@ from agentdesign.search._value import (
     ValueReport,
     assess_value_model,
     design_features,
-    labelled_from_archive,
     rank_correlation,
 )
 

@@ -36,20 +36,14 @@ from agentdesign.components import (
 )
 from agentdesign.evaluators import Benchmark, BenchmarkError, Task, get_benchmark
 from agentdesign.search._base import Strategy
+from agentdesign.search._config import Budget, RunConfig
 from agentdesign.search._inputs import PYTHON_PREFIX, CallableModel, Scorer, items_benchmark
-from agentdesign.search._loop import (
-    DEFAULT_HEARTBEAT_S,
-    Budget,
-    Reporter,
-    RunConfig,
-    RunSummary,
-    _create_run,
-    _Search,
-    _stored_search,
-    check_searchable,
-)
+from agentdesign.search._loop import _Search
+from agentdesign.search._reporting import Reporter, RunSummary
+from agentdesign.search._runs import _create_run, _stored_search, check_searchable
 from agentdesign.search._space import SPACE_PRESETS, space_from_option, unsuited_components
 from agentdesign.search._verdict import RunVerdict, run_verdict
+from agentdesign.search._workers import DEFAULT_HEARTBEAT_S
 
 __all__ = ["Candidate", "Search", "create_search", "load_search"]
 

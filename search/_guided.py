@@ -31,7 +31,8 @@ __all__ = ["GuidedStrategy"]
 
 
 class GuidedStrategy(Strategy):
-    """Base of the value-guided strategies; subclasses choose how offspring are made and picked.
+    """Abstract base of the value-guided strategies: a subclass declares `operators`, its mix of
+    offspring operators, and may choose how offspring are picked (`_internal_select`).
 
     `n_initial` caps the pairwise cold start (default 8, so that the value model chooses from the
     ninth proposal on; None: the whole covering design of 28-30 rows); `explore` is k in
@@ -41,8 +42,9 @@ class GuidedStrategy(Strategy):
     """
 
     reads_prior: ClassVar[bool] = True
-    # Operator mix of `_offspring`, by name: overridden by each subclass.
-    operators: ClassVar[tuple[tuple[str, float], ...]] = (("crossover", 1.0),)
+    # Operator mix of `_offspring`, by name, declared by each subclass: this base has none, so it
+    # is no strategy by itself.
+    operators: ClassVar[tuple[tuple[str, float], ...]] = ()
 
     def __init__(
         self,
@@ -58,6 +60,11 @@ class GuidedStrategy(Strategy):
         uniform_share: float = 0.2,
         refiner: PromptRefiner | None = None,
     ) -> None:
+        if not self.operators:
+            raise TypeError(
+                f"{type(self).__name__} declares no `operators`: GuidedStrategy is an abstract "
+                "base, and each value-guided strategy declares its operator mix"
+            )
         super().__init__(space=space, seed=seed, objective=objective)
         self.n_candidates = n_candidates
         self.explore = explore

@@ -4,44 +4,28 @@ All state lives in the archive and in the optuna study stored in the same databa
 memory, so a run killed at any moment resumes where it stopped: finished task results are read back
 and never run again, and the trial that was in flight is retried rather than abandoned.
 
-Any number of worker processes may drive one run on PostgreSQL (SQLite: one at a time). Each holds
-a trial with a heartbeat; a trial whose heartbeat stops is failed and queued again with the same
-design (optuna's RetryHeartbeatStaleTrialCallback), and the evaluation lease in the archive makes
-sure no task is paid twice. The agent budget is reserved in the archive before an evaluation starts,
-so workers together never evaluate more agents than it allows.
+Many workers may drive one run (see `_workers`). The agent budget is reserved in the archive before
+an evaluation starts, so workers together never evaluate more agents than it allows. A run's entry
+points are in `_runs`, its definition in `_config`, its holdout confirmation in `_holdout`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import time
 import warnings
-import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import optuna
 
-from agentdesign.archive import (
-    Archive,
-    ArchiveError,
-    EvaluationRecord,
-    Heartbeat,
-    RunRecord,
-    RunTotals,
-    worker_id,
-)
+from agentdesign.archive import Archive, EvaluationRecord, RunRecord, RunTotals
 from agentdesign.components import (
-    DEFAULT_LLM_TIMEOUT_S,
-    AgentDesignError,
     AgentSpec,
     ChatModel,
     Completion,
     ProviderError,
-    check_model,
     default_chat_model,
 )
 from agentdesign.evaluators import (
@@ -49,369 +33,33 @@ from agentdesign.evaluators import (
     BenchmarkError,
     InteractiveBenchmark,
     TaskOutcome,
-    check_concurrency,
     episode_workflows,
     examples_from_tasks,
-    get_benchmark,
-    make_split,
     score_interval,
 )
 from agentdesign.search._base import Strategy, ask_trial, history_from_study, report_items
+from agentdesign.search._config import RunConfig, dev_task_ids
 from agentdesign.search._evaluation import evaluate_agent
-from agentdesign.search._racing import Racing
+from agentdesign.search._holdout import HoldoutConfirmation
+from agentdesign.search._prior import labelled_from_archive
 from agentdesign.search._refine import Failure, PromptRefiner
+from agentdesign.search._reporting import Reporter, RunSummary
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._strategies import check_refinable, make_strategy
-from agentdesign.search._value import labelled_from_archive
-from agentdesign.search._verdict import BASELINES, cot_baseline, cot_sc_baseline
+from agentdesign.search._strategies import make_strategy
+from agentdesign.search._workers import GRACE_BEATS, WorkerTrials, trial_storage
 
-__all__ = [
-    "Budget",
-    "Reporter",
-    "RunConfig",
-    "RunSummary",
-    "check_searchable",
-    "finalize_run",
-    "resume_search",
-    "run_search",
-    "run_worker",
-]
-
-log = logging.getLogger(__name__)
+__all__ = ["study_name"]
 
 # A sampler that keeps proposing designs the run already has is stopped after this many in a row.
 _MAX_REPEATS = 30
-# Seconds between a worker's heartbeats; a trial or an evaluation lease unrenewed for
-# _GRACE_BEATS of them belongs to a dead worker and is taken over.
-DEFAULT_HEARTBEAT_S = 10
-_GRACE_BEATS = 3
 # Seconds that budget totals read from the archive, and elapsed time not yet written to it, may
 # lag within an evaluation: a read and a write per task cost more than the task itself at 64 tasks
 # at once (bench/concurrency.py). This worker's own tokens always count at once.
 _TOTALS_LAG_S = 1.0
 
 
-@dataclass(frozen=True)
-class Budget:
-    """When a run stops: after this many agents, tokens or minutes, whichever comes first."""
-
-    max_agents: int | None = 8
-    max_tokens: int | None = None
-    max_minutes: float | None = None
-
-    def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if value is not None and value <= 0:
-                raise AgentDesignError(f"budget {name} must be positive, got {value}")
-        if self.max_agents is None and self.max_tokens is None and self.max_minutes is None:
-            raise AgentDesignError(
-                "a budget needs at least one of max_agents, max_tokens, max_minutes"
-            )
-
-
-def default_baselines() -> list[dict[str, Any]]:
-    """The built-in baselines (BASELINES) as a run stores them."""
-    return [{"label": name, "spec": None} for name in BASELINES]
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything that defines a run; stored with it so `resume` rebuilds the same run."""
-
-    name: str
-    benchmark: str = "gsm8k"
-    model: str = "embedded/qwen2.5-coder-1.5b"
-    strategy: str = "tpe"
-    objective: str = "score"  # or "score-cost": tokens per task, minimized, as a second objective
-    # Racing (see Racing): a design is dropped at a stage where a paired test shows it clearly
-    # worse than the incumbent (one-sided p below race_alpha); runs stored before it race not.
-    race: bool = True
-    race_alpha: float = 0.1
-    race_first_stage: int = 4
-    budget: Budget = field(default_factory=Budget)
-    n_search: int = 10
-    n_holdout: int = 10
-    split_seed: int = 0
-    seed: int = 0
-    concurrency: int = 1
-    task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"
-    refine_every: int = 0  # mcts/evolution: every n-th proposal rewrites a prompt (0: never)
-    # Designs scored on the holdout at the end: the recorded winner first, any more only as
-    # "exploratory" results that can never replace it.
-    confirm_top: int = 1
-    api_base: str | None = None
-    llm_timeout_s: float = DEFAULT_LLM_TIMEOUT_S  # a model call still unanswered then is retried
-    choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    # Hand-designed agents scored on the same holdout items as the winner, for the paired verdict:
-    # {"label": name, "spec": None} for a built-in one (BASELINES), {"label", "spec": dict} else.
-    baselines: Sequence[Mapping[str, Any]] = field(default_factory=lambda: default_baselines())
-    # Token caps, sample counts and temperatures are searched on a coarse grid (see SearchSpace),
-    # so two designs never differ only by noise; runs stored before the grid keep their space.
-    grid: bool = True
-
-    def __post_init__(self) -> None:
-        if self.task_timeout_s is not None and self.task_timeout_s <= 0:
-            raise AgentDesignError(f"task timeout must be positive, got {self.task_timeout_s}")
-        if self.llm_timeout_s <= 0:
-            raise AgentDesignError(f"LLM timeout must be positive, got {self.llm_timeout_s}")
-        if self.refine_every < 0:
-            raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
-        if self.refine_every:
-            check_refinable(self.strategy)
-        check_concurrency(self.concurrency)
-
-    def racing(self) -> Racing | None:
-        return (
-            Racing(alpha=self.race_alpha, first_stage=self.race_first_stage) if self.race else None
-        )
-
-    def space(self) -> SearchSpace:
-        return SearchSpace(
-            model=self.model, choices=self.choices, limits=self.limits, grid=self.grid
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["choices"] = {k: list(v) for k, v in self.choices.items()}
-        data["limits"] = {k: list(v) for k, v in self.limits.items()}
-        data["baselines"] = [dict(b) for b in self.baselines]
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
-        # Stored before the grid and racing: searched without them (a stored `prune` now races).
-        fields = {"grid": False, "race": bool(data.get("prune", False)), **data}
-        fields.pop("prune", None)
-        fields["budget"] = Budget(**fields["budget"])
-        fields["limits"] = {k: (v[0], v[1]) for k, v in fields.get("limits", {}).items()}
-        return cls(**fields)
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """Where a run stands after `run_search` or `resume_search` returns."""
-
-    run: RunRecord
-    agents_done: int
-    tokens: int
-    cost: float
-    elapsed_s: float
-    stop_reason: str
-    holdout: tuple[EvaluationRecord, ...]
-
-
-class Reporter:
-    """Receives progress as it happens (the CLI draws a progress bar from it).
-
-    Every hook does nothing here, so a reporter overrides only what it draws.
-    """
-
-    def run_started(self, run: RunRecord) -> None:
-        """The run passed its checks and starts (or resumes) searching."""
-
-    def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
-        """An evaluation starts, `n_done` of its `n_tasks` already in the archive."""
-
-    def task_finished(self, outcome: TaskOutcome) -> None:
-        """A task's result was committed."""
-
-    def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
-        """An evaluation finished (complete or pruned)."""
-
-
 def study_name(run_name: str) -> str:
     return f"agentdesign/{run_name}"
-
-
-def run_search(
-    archive: Archive,
-    config: RunConfig,
-    *,
-    llm: ChatModel | None = None,
-    reporter: Reporter | None = None,
-    heartbeat_s: int = DEFAULT_HEARTBEAT_S,
-) -> RunSummary:
-    """Starts a new run named `config.name` and searches until its budget is spent."""
-    run = _create_run(archive, config, llm=llm)
-    config = RunConfig.from_dict(run.config)  # as stored: the benchmark's reference
-    benchmark = get_benchmark(config.benchmark)
-    return _Search(
-        archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s
-    ).drive()
-
-
-def _create_run(
-    archive: Archive,
-    config: RunConfig,
-    *,
-    llm: ChatModel | None,
-    benchmark: Benchmark | None = None,
-    strategy: Strategy | None = None,
-) -> RunRecord:
-    """Checks the config, then stores the run with its seeded split (nothing, if a check fails).
-
-    A `benchmark` or `strategy` object (the Python API's) stands in for the config's name of it."""
-    benchmark = benchmark if benchmark is not None else get_benchmark(config.benchmark)
-    # Stored as the benchmark's reference (a data file's absolute path), so resume and export
-    # reopen the same benchmark from any directory.
-    config = replace(config, benchmark=benchmark.reference)
-    benchmark.check_ready()  # e.g. Java for an interactive benchmark, before anything is written
-    config.space()  # validates the space before anything is written
-    if strategy is None:  # likewise the strategy name and objective
-        make_strategy(
-            config.strategy, space=config.space(), seed=config.seed, objective=config.objective
-        )
-    if llm is None:
-        check_model(config.model, api_base=config.api_base)
-    split = make_split(
-        [t.id for t in benchmark.tasks()],
-        seed=config.split_seed,
-        n_search=config.n_search,
-        n_holdout=config.n_holdout,
-    )
-    dev_task_ids(benchmark, config)  # refused here, before writing, if the pool is too small
-    run = archive.create_run(
-        name=config.name,
-        benchmark=config.benchmark,
-        model=config.model,
-        strategy=config.strategy,
-        budget=asdict(config.budget),
-        config=config.to_dict(),
-        split_seed=config.split_seed,
-        search_task_ids=split.search_ids,
-        holdout_task_ids=split.holdout_ids,
-    )
-    return run
-
-
-def dev_task_ids(benchmark: Benchmark, config: RunConfig) -> tuple[str, ...]:
-    """The items a prompt refiner learns failures from: a third of the search items' count (at
-    least 2), drawn after the search and holdout items in the run's seeded order, so they are
-    neither; none without refinement."""
-    if not config.refine_every:
-        return ()
-    n_dev = max(2, config.n_search // 3)
-    drawn = make_split(
-        [t.id for t in benchmark.tasks()],
-        seed=config.split_seed,
-        n_search=config.n_search,
-        n_holdout=config.n_holdout + n_dev,
-    )
-    return drawn.holdout_ids[config.n_holdout :]
-
-
-def resume_search(
-    archive: Archive,
-    name: str,
-    *,
-    budget: Budget | None = None,
-    llm: ChatModel | None = None,
-    reporter: Reporter | None = None,
-    heartbeat_s: int = DEFAULT_HEARTBEAT_S,
-) -> RunSummary:
-    """Continues run `name` from what the archive holds, optionally with a new budget.
-
-    A run whose winner is recorded has been scored on its holdout, so it cannot search on: a
-    design found after that would be chosen by someone who has seen the holdout.
-    """
-    run = archive.get_run(name)
-    if budget is not None and budget != RunConfig.from_dict(run.config).budget:
-        check_searchable(run)
-    return _stored_search(archive, name, budget, llm, reporter, heartbeat_s).drive()
-
-
-# -- many workers and finalization ----------------------------------------------------------------
-
-
-def run_worker(
-    archive: Archive,
-    config: RunConfig,
-    *,
-    llm: ChatModel | None = None,
-    reporter: Reporter | None = None,
-    heartbeat_s: int = DEFAULT_HEARTBEAT_S,
-) -> RunSummary:
-    """Joins run `config.name` as one more worker, starting the run if it does not exist yet.
-
-    A run that exists keeps its stored config (its split, space and budget); `config` only
-    starts a new one. Workers stop when the run's budget is spent; the last one to stop confirms
-    the winners on holdout.
-    """
-    try:
-        archive.get_run(config.name)
-    except ArchiveError:
-        try:
-            _create_run(archive, config, llm=llm)
-        except ArchiveError:
-            archive.get_run(config.name)  # another worker created it meanwhile; else re-raise
-    # Each worker seeds its strategy apart, or all would propose the same designs in the same order
-    # and queue behind one another's leases (bench/workers.py measured exactly that).
-    strategy_seed = config.seed + zlib.crc32(worker_id().encode())
-    return _stored_search(
-        archive, config.name, None, llm, reporter, heartbeat_s, strategy_seed=strategy_seed
-    ).drive()
-
-
-def check_searchable(run: RunRecord) -> None:
-    """Refuses to search on in a run whose winner is recorded: it has been scored on the holdout,
-    so a design found after that would be chosen by someone who has seen the holdout."""
-    if run.winner_hash is not None:
-        raise AgentDesignError(
-            f"run {run.name} has fixed its winner and scored it on the holdout, so it cannot "
-            "search on; start a new run instead (it reuses every evaluation archived here)"
-        )
-
-
-def finalize_run(
-    archive: Archive,
-    name: str,
-    *,
-    top: int | None = None,
-    llm: ChatModel | None = None,
-    reporter: Reporter | None = None,
-) -> tuple[EvaluationRecord, ...]:
-    """Confirms a run's `top` agents (default: its `confirm_top`), chosen on search scores, on
-    holdout. Idempotent and resumable: confirmations already archived are reused, not paid again.
-    """
-    search = _stored_search(archive, name, None, llm, reporter, DEFAULT_HEARTBEAT_S)
-    if top is not None:
-        if top < 1:
-            raise AgentDesignError(f"top must be at least 1, got {top}")
-        search.config = replace(search.config, confirm_top=top)
-    return search.finalize()
-
-
-def _stored_search(
-    archive: Archive,
-    name: str,
-    budget: Budget | None,
-    llm: ChatModel | None,
-    reporter: Reporter | None,
-    heartbeat_s: int,
-    *,
-    strategy_seed: int | None = None,
-    benchmark: Benchmark | None = None,
-    strategy: Strategy | None = None,
-) -> _Search:
-    run = archive.get_run(name)
-    config = RunConfig.from_dict(run.config)
-    if budget is not None:
-        config = RunConfig.from_dict({**config.to_dict(), "budget": asdict(budget)})
-    benchmark = benchmark if benchmark is not None else get_benchmark(config.benchmark)
-    benchmark.check_ready()
-    return _Search(
-        archive,
-        run,
-        config,
-        config.space(),
-        benchmark,
-        llm,
-        reporter,
-        heartbeat_s,
-        strategy_seed=config.seed if strategy_seed is None else strategy_seed,
-        strategy=strategy,
-    )
 
 
 def _playable(space: SearchSpace, benchmark: Benchmark) -> SearchSpace:
@@ -424,7 +72,7 @@ def _playable(space: SearchSpace, benchmark: Benchmark) -> SearchSpace:
     return dataclasses.replace(space, choices={**space.choices, "workflow": workflows})
 
 
-class _Search:
+class _Search(WorkerTrials, HoldoutConfirmation):
     """One process driving one run; holds only handles, never state that a crash would lose."""
 
     def __init__(
@@ -460,11 +108,7 @@ class _Search:
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         self.heartbeat_s = heartbeat_s
-        self.storage = archive.study_storage(
-            heartbeat_interval=heartbeat_s,
-            grace_period=heartbeat_s * _GRACE_BEATS,
-            stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(),
-        )
+        self.storage = trial_storage(archive, heartbeat_s)
         self.strategy = strategy or make_strategy(
             config.strategy,
             space=self.space,
@@ -673,43 +317,6 @@ class _Search:
         )
         return trial, spec
 
-    def _reclaim_stale_trials(self) -> None:
-        """Fails the trials of dead workers and queues each again (as a WAITING trial).
-
-        On PostgreSQL a trial is dead once its heartbeat is older than the grace period. A SQLite
-        archive has one writing process, this one, so any trial it does not hold is dead.
-        """
-        if not self.archive.single_writer:
-            optuna.storages.fail_stale_trials(self.study)
-            return
-        retry = self.storage.get_heartbeat_stale_trial_callback()
-        assert retry is not None
-        for stale in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
-            if stale.number not in self._own_trials:
-                self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
-                retry(self.study, stale)
-
-    def _wait_for_other_workers(self) -> None:
-        """Waits until no other live worker holds a trial of this run, so that the holdout
-        confirmation ranks the final leaderboard; a dead worker's trial stops counting once its
-        heartbeat is stale. Every worker then confirms; the leases make them share the work."""
-        if self.archive.single_writer:
-            return
-        while True:
-            optuna.storages.fail_stale_trials(self.study)
-            running = self.study.get_trials(
-                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
-            )
-            if all(t.number in self._own_trials for t in running):
-                return
-            time.sleep(self.heartbeat_s)
-
-    @contextmanager
-    def _trial_heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
-        beat = lambda: self.storage.record_heartbeat(trial._trial_id)  # noqa: E731
-        with Heartbeat(interval_s=self.heartbeat_s, beat=beat):
-            yield
-
     # -- prompt refinement: failures from the archive, its calls recorded as the run's cost --
 
     def _refiner(self, *, every: int) -> PromptRefiner:
@@ -796,19 +403,6 @@ class _Search:
         )
         self._finish_trial(number, values)
 
-    def _finish_trial(
-        self,
-        number: int,
-        values: Sequence[float] | None = None,
-        *,
-        state: optuna.trial.TrialState | None = None,
-    ) -> None:
-        """Tells optuna how a trial ended, unless another worker has failed it meanwhile: this one
-        was held up past its heartbeat, and that worker retries the design as a new trial
-        (`evaluate_agent` has logged the takeover), so there is nothing left to tell."""
-        with suppress(optuna.exceptions.UpdateFinishedTrialError):  # failed just now
-            self.study.tell(number, values, state=state, skip_if_finished=True)
-
     def _evaluate(
         self,
         spec: AgentSpec,
@@ -886,7 +480,7 @@ class _Search:
                 split == "search"
                 and (self._stop_reason(lag_s=_TOTALS_LAG_S) is not None or should_prune())
             ),
-            lease_s=self.heartbeat_s * _GRACE_BEATS,
+            lease_s=self.heartbeat_s * GRACE_BEATS,
         )
         if evaluation is None and pruned:
             evaluation = self._record_pruned(opened[0].id)
@@ -913,79 +507,3 @@ class _Search:
         return self.archive.finish_evaluation(
             evaluation_id, status="pruned", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
         )
-
-    def _confirm_on_holdout(self) -> tuple[EvaluationRecord, ...]:
-        """Records the winner, chosen on search scores alone, then scores it, the baselines and
-        any exploratory designs on the untouched holdout split, in that order."""
-        if not self.holdout_tasks or self.config.confirm_top < 1:
-            return ()
-        winner = self._record_winner()
-        if winner is None:
-            return ()
-        confirmed = self._evaluate(winner, self.holdout_tasks, "holdout", None, role="winner")
-        if confirmed is None:
-            return ()
-        scored = [confirmed, *self._score_baselines(winner, confirmed)]
-        top = self.archive.leaderboard(run_name=self.run.name, limit=self.config.confirm_top)
-        for row in top:
-            if row.agent_hash != winner.spec_hash:
-                spec = AgentSpec.from_dict(row.spec)
-                evaluation = self._evaluate(
-                    spec, self.holdout_tasks, "holdout", None, role="exploratory"
-                )
-                if evaluation is not None:
-                    scored.append(evaluation)
-        return tuple(scored)
-
-    def _record_winner(self) -> AgentSpec | None:
-        """The run's winner: the best complete search evaluation, recorded in the archive before
-        any holdout task runs, or the one recorded already (a winner is never replaced)."""
-        if self.run.winner_hash is None:
-            top = self.archive.leaderboard(run_name=self.run.name, limit=1)
-            if not top:
-                return None
-            try:
-                self.run = self.archive.record_winner(self.run.name, top[0].agent_hash)
-            except ArchiveError:  # another worker recorded its winner first: that one stands
-                self.run = self.archive.get_run(self.run.name)
-        assert self.run.winner_hash is not None
-        return AgentSpec.from_dict(self.archive.get_agent(self.run.winner_hash).spec)
-
-    def _score_baselines(
-        self, winner: AgentSpec, confirmed: EvaluationRecord
-    ) -> list[EvaluationRecord]:
-        """Scores the run's baselines on the winner's holdout items; CoT first, since CoT-SC takes
-        as many samples as the winner's tokens per item buy at CoT's."""
-        interactive = isinstance(self.benchmark, InteractiveBenchmark)
-        cot = cot_baseline(self.config.model, interactive=interactive)
-        cot_evaluation: EvaluationRecord | None = None
-        scored = []
-        for baseline in sorted(self.config.baselines, key=lambda b: b["label"] != "cot"):
-            if baseline.get("spec") is not None:
-                spec = AgentSpec.from_dict(baseline["spec"])
-            elif baseline["label"] == "cot":
-                spec = cot
-            elif interactive:  # self-consistency cannot play an environment's episodes
-                continue
-            else:
-                cot_evaluation = cot_evaluation or self._evaluate(
-                    cot, self.holdout_tasks, "holdout", None, role="baseline"
-                )
-                if cot_evaluation is None:
-                    continue
-                matched = cot_sc_baseline(
-                    self.config.model,
-                    winner_tokens=confirmed.tokens_per_item,
-                    cot_tokens=cot_evaluation.tokens_per_item,
-                )
-                if matched is None:  # CoT is already the cost-matched baseline; the verdict says so
-                    continue
-                spec = matched
-            if spec.spec_hash == winner.spec_hash:
-                continue  # the winner is this baseline: no comparison to make
-            evaluation = self._evaluate(spec, self.holdout_tasks, "holdout", None, role="baseline")
-            if evaluation is not None:
-                scored.append(evaluation)
-                if spec.spec_hash == cot.spec_hash:
-                    cot_evaluation = evaluation
-        return scored

@@ -95,8 +95,13 @@ def register_strategy(name: str, factory: _Factory, *, description: str = "") ->
     `functools.partial` binding its settings) available to `make_strategy` as `name`.
 
     The factory takes the keywords `space`, `seed` and `objective` (and `refiner`, if it is a
-    value-guided strategy); `description` defaults to the first line of its docstring.
+    value-guided strategy); `description` defaults to the first line of its docstring. An abstract
+    base, such as `GuidedStrategy` without the `operators` a subclass declares, is refused.
     """
+    if isinstance(factory, type) and issubclass(factory, GuidedStrategy) and not factory.operators:
+        raise AgentDesignError(
+            f"{factory.__name__} declares no `operators`: it is an abstract base, not a strategy"
+        )
     about = description or (inspect.getdoc(factory) or "").partition("\n")[0]
     STRATEGIES.register(name, RegisteredStrategy(about, factory))
     return factory

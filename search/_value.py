@@ -9,7 +9,7 @@ so one model learns across benchmarks and a new benchmark starts warm.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
@@ -22,9 +22,7 @@ from sklearn.linear_model import BayesianRidge
 from sklearn.model_selection import KFold
 from threadpoolctl import ThreadpoolController
 
-from agentdesign.archive import Archive
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo
-from agentdesign.evaluators import BenchmarkError, get_benchmark
 
 __all__ = [
     "Labelled",
@@ -33,7 +31,6 @@ __all__ = [
     "assess_value_model",
     "design_features",
     "held_out_predictions",
-    "labelled_from_archive",
     "rank_correlation",
     "value_report",
 ]
@@ -331,35 +328,3 @@ def rank_correlation(predicted: np.ndarray, real: np.ndarray) -> float:
     if np.ptp(predicted) == 0 or np.ptp(real) == 0:
         return 0.0
     return float(spearmanr(predicted, real).statistic)
-
-
-def labelled_from_archive(
-    archive: Archive, *, benchmark: str | None = None, unseen: Collection[str] = ()
-) -> list[Labelled]:
-    """Every complete search-split evaluation in the archive, on every benchmark, except those on
-    `benchmark` that scored any of the `unseen` task ids (a run's holdout): another run's search
-    items may be this run's holdout, and a prior fitted on them would leak it into the search."""
-    rows = []
-    descriptions: dict[str, str] = {}
-    hidden = frozenset(unseen)
-    for row in archive.leaderboard(limit=1_000_000):
-        if row.benchmark == benchmark and not hidden.isdisjoint(row.task_ids):
-            continue
-        if row.benchmark not in descriptions:
-            try:
-                descriptions[row.benchmark] = get_benchmark(row.benchmark).description
-            except BenchmarkError:  # archived by a plugin this process lacks: its name only
-                descriptions[row.benchmark] = row.benchmark
-        try:
-            spec = AgentSpec.from_dict(row.spec)
-        except ValueError:  # a component this version no longer has
-            continue
-        rows.append(
-            Labelled(
-                spec=spec,
-                description=descriptions[row.benchmark],
-                score=row.mean,
-                tokens_per_task=(row.prompt_tokens + row.completion_tokens) / max(row.n_tasks, 1),
-            )
-        )
-    return rows

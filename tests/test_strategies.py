@@ -22,6 +22,8 @@ from agentdesign.evaluators import get_benchmark
 from agentdesign.search import (
     STRATEGIES,
     Budget,
+    EvolutionStrategy,
+    GuidedStrategy,
     History,
     Labelled,
     Observation,
@@ -35,6 +37,7 @@ from agentdesign.search import (
     make_strategy,
     pairwise_design,
     rank_correlation,
+    register_strategy,
     replay_search,
     resume_search,
     run_search,
@@ -131,6 +134,17 @@ def test_guided_strategies_record_parents_and_operators(archive: Archive) -> Non
         if "crossover" in (archive.get_agent(row.agent_hash).operator or "")
     ]
     assert crossed and all(a.co_parent_hash is not None for a in crossed)  # both parents known
+
+
+def test_the_guided_base_is_abstract_and_evolution_declares_its_crossover() -> None:
+    space = SearchSpace(model="m")
+    with pytest.raises(TypeError, match="declares no `operators`"):
+        GuidedStrategy(space=space)
+    with pytest.raises(AgentDesignError, match="abstract base"):
+        register_strategy("guided-base", GuidedStrategy)
+    assert "guided-base" not in STRATEGIES
+    assert EvolutionStrategy.operators == (("crossover", 1.0),)
+    assert make_strategy("evolution", space=space, seed=0).operators == (("crossover", 1.0),)
 
 
 @pytest.mark.parametrize("strategy", ["mcts", "evolution"])

@@ -14,9 +14,9 @@ from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
 from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel, Message
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
-from agentdesign.search._loop import finalize_run
+from agentdesign.search._prior import labelled_from_archive
+from agentdesign.search._runs import finalize_run
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._value import labelled_from_archive
 from agentdesign.search._verdict import (
     cot_baseline,
     cot_sc_baseline,

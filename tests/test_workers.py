@@ -28,7 +28,9 @@ _WORKER = """
 import json, sys
 from agentdesign.archive import Archive
 from agentdesign.components import FakeChatModel
-from agentdesign.search._loop import Budget, Reporter, RunConfig, resume_search, run_worker
+from agentdesign.search._config import Budget, RunConfig
+from agentdesign.search._reporting import Reporter
+from agentdesign.search._runs import resume_search, run_worker
 from agentdesign.search._space import space_from_option
 
 url, name, log_path, mode = sys.argv[1:5]
@@ -194,7 +196,7 @@ def test_a_worker_held_up_past_its_lease_abandons_the_lost_work_quietly(
     finds the first worker's trial to take over."""
     from agentdesign.components import FakeChatModel
     from agentdesign.search import Budget, RunConfig
-    from agentdesign.search._loop import resume_search, run_worker
+    from agentdesign.search._runs import resume_search, run_worker
 
     def answer(model: str, messages: object, temperature: float, seed: int | None) -> str:
         return "Answer: 3"

@@ -37,17 +37,11 @@ from agentdesign.evaluators import (
     make_split,
     summarize,
 )
+from agentdesign.search._config import Budget, RunConfig
 from agentdesign.search._evaluation import evaluate_agent
-from agentdesign.search._loop import (
-    DEFAULT_HEARTBEAT_S,
-    Budget,
-    RunConfig,
-    finalize_run,
-    resume_search,
-    run_search,
-    run_worker,
-)
+from agentdesign.search._runs import finalize_run, resume_search, run_search, run_worker
 from agentdesign.search._verdict import check_selection, holdout_choice
+from agentdesign.search._workers import DEFAULT_HEARTBEAT_S
 from agentdesign.search.cli._doctor import run_checks
 from agentdesign.search.cli._format import print_json
 from agentdesign.search.cli._leaderboard import (

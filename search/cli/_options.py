@@ -15,7 +15,7 @@ import typer
 
 from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, AgentDesignError, parse_spec
 from agentdesign.evaluators import get_benchmark
-from agentdesign.search._loop import Budget, RunConfig, default_baselines
+from agentdesign.search._config import Budget, RunConfig, default_baselines
 from agentdesign.search._space import SPACE_PRESETS, space_from_option, unsuited_components
 from agentdesign.search._strategies import STRATEGIES
 from agentdesign.search._verdict import BASELINES

@@ -23,7 +23,8 @@ from rich.text import Text
 from agentdesign.archive import Archive, EvaluationRecord, LeaderboardRow, RunRecord
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import TaskOutcome, summarize
-from agentdesign.search._loop import Budget, Reporter, RunConfig
+from agentdesign.search._config import Budget, RunConfig
+from agentdesign.search._reporting import Reporter
 from agentdesign.search._verdict import run_verdict
 from agentdesign.search.cli._format import ci_text, interval_text, row_summary
 

@@ -1,0 +1,131 @@
+"""A run's definition: its budget and everything else stored with it, so that a resume, a worker
+joining it or an export rebuilds the same run, and the items that definition draws beyond its split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, AgentDesignError
+from agentdesign.evaluators import Benchmark, check_concurrency, make_split
+from agentdesign.search._racing import Racing
+from agentdesign.search._space import SearchSpace
+from agentdesign.search._strategies import check_refinable
+from agentdesign.search._verdict import BASELINES
+
+__all__ = ["Budget", "RunConfig", "default_baselines", "dev_task_ids"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a run stops: after this many agents, tokens or minutes, whichever comes first."""
+
+    max_agents: int | None = 8
+    max_tokens: int | None = None
+    max_minutes: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and value <= 0:
+                raise AgentDesignError(f"budget {name} must be positive, got {value}")
+        if self.max_agents is None and self.max_tokens is None and self.max_minutes is None:
+            raise AgentDesignError(
+                "a budget needs at least one of max_agents, max_tokens, max_minutes"
+            )
+
+
+def default_baselines() -> list[dict[str, Any]]:
+    """The built-in baselines (BASELINES) as a run stores them."""
+    return [{"label": name, "spec": None} for name in BASELINES]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines a run; stored with it so `resume` rebuilds the same run."""
+
+    name: str
+    benchmark: str = "gsm8k"
+    model: str = "embedded/qwen2.5-coder-1.5b"
+    strategy: str = "tpe"
+    objective: str = "score"  # or "score-cost": tokens per task, minimized, as a second objective
+    # Racing (see Racing): a design is dropped at a stage where a paired test shows it clearly
+    # worse than the incumbent (one-sided p below race_alpha); runs stored before it race not.
+    race: bool = True
+    race_alpha: float = 0.1
+    race_first_stage: int = 4
+    budget: Budget = field(default_factory=Budget)
+    n_search: int = 10
+    n_holdout: int = 10
+    split_seed: int = 0
+    seed: int = 0
+    concurrency: int = 1
+    task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"
+    refine_every: int = 0  # mcts/evolution: every n-th proposal rewrites a prompt (0: never)
+    # Designs scored on the holdout at the end: the recorded winner first, any more only as
+    # "exploratory" results that can never replace it.
+    confirm_top: int = 1
+    api_base: str | None = None
+    llm_timeout_s: float = DEFAULT_LLM_TIMEOUT_S  # a model call still unanswered then is retried
+    choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # Hand-designed agents scored on the same holdout items as the winner, for the paired verdict:
+    # {"label": name, "spec": None} for a built-in one (BASELINES), {"label", "spec": dict} else.
+    baselines: Sequence[Mapping[str, Any]] = field(default_factory=lambda: default_baselines())
+    # Token caps, sample counts and temperatures are searched on a coarse grid (see SearchSpace),
+    # so two designs never differ only by noise; runs stored before the grid keep their space.
+    grid: bool = True
+
+    def __post_init__(self) -> None:
+        if self.task_timeout_s is not None and self.task_timeout_s <= 0:
+            raise AgentDesignError(f"task timeout must be positive, got {self.task_timeout_s}")
+        if self.llm_timeout_s <= 0:
+            raise AgentDesignError(f"LLM timeout must be positive, got {self.llm_timeout_s}")
+        if self.refine_every < 0:
+            raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
+        if self.refine_every:
+            check_refinable(self.strategy)
+        check_concurrency(self.concurrency)
+
+    def racing(self) -> Racing | None:
+        return (
+            Racing(alpha=self.race_alpha, first_stage=self.race_first_stage) if self.race else None
+        )
+
+    def space(self) -> SearchSpace:
+        return SearchSpace(
+            model=self.model, choices=self.choices, limits=self.limits, grid=self.grid
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["choices"] = {k: list(v) for k, v in self.choices.items()}
+        data["limits"] = {k: list(v) for k, v in self.limits.items()}
+        data["baselines"] = [dict(b) for b in self.baselines]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        # Stored before the grid and racing: searched without them (a stored `prune` now races).
+        fields = {"grid": False, "race": bool(data.get("prune", False)), **data}
+        fields.pop("prune", None)
+        fields["budget"] = Budget(**fields["budget"])
+        fields["limits"] = {k: (v[0], v[1]) for k, v in fields.get("limits", {}).items()}
+        return cls(**fields)
+
+
+def dev_task_ids(benchmark: Benchmark, config: RunConfig) -> tuple[str, ...]:
+    """The items a prompt refiner learns failures from: a third of the search items' count (at
+    least 2), drawn after the search and holdout items in the run's seeded order, so they are
+    neither; none without refinement."""
+    if not config.refine_every:
+        return ()
+    n_dev = max(2, config.n_search // 3)
+    drawn = make_split(
+        [t.id for t in benchmark.tasks()],
+        seed=config.split_seed,
+        n_search=config.n_search,
+        n_holdout=config.n_holdout + n_dev,
+    )
+    return drawn.holdout_ids[config.n_holdout :]

@@ -1,0 +1,44 @@
+"""What a run tells its caller: progress as it happens (`Reporter`) and where it stands when the
+search returns (`RunSummary`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentdesign.archive import EvaluationRecord, RunRecord
+from agentdesign.components import AgentSpec
+from agentdesign.evaluators import TaskOutcome
+
+__all__ = ["Reporter", "RunSummary"]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Where a run stands after `run_search` or `resume_search` returns."""
+
+    run: RunRecord
+    agents_done: int
+    tokens: int
+    cost: float
+    elapsed_s: float
+    stop_reason: str
+    holdout: tuple[EvaluationRecord, ...]
+
+
+class Reporter:
+    """Receives progress as it happens (the CLI draws a progress bar from it).
+
+    Every hook does nothing here, so a reporter overrides only what it draws.
+    """
+
+    def run_started(self, run: RunRecord) -> None:
+        """The run passed its checks and starts (or resumes) searching."""
+
+    def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
+        """An evaluation starts, `n_done` of its `n_tasks` already in the archive."""
+
+    def task_finished(self, outcome: TaskOutcome) -> None:
+        """A task's result was committed."""
+
+    def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
+        """An evaluation finished (complete or pruned)."""
