@@ -1,5 +1,6 @@
 """What `show` prints: a run's verdict, then its leaderboard (search scores, the holdout check and
-the gap between them) as tables or JSON; and an agent's lineage."""
+the gap between them) as tables or JSON; and an agent's lineage, with the meta agent's prompt and
+response for a design it proposed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agentdesign.archive import Archive, LeaderboardRow, RunRecord
+from agentdesign.archive import Archive, LeaderboardRow, ProposalRecord, RunRecord
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.evaluators import ScoreSummary
 from agentdesign.search._reporting import RunSummary
@@ -126,6 +127,9 @@ def print_leaderboard(
         )
         for line in run_verdict(archive, run.name).headline():
             console.print(escape(line))
+        meta = _meta_agent_line(archive, run.name)
+        if meta is not None:
+            console.print(meta)
         console.print()
     else:
         title = "all runs" + "".join(
@@ -244,6 +248,52 @@ def print_lineage(console: Console, archive: Archive, target: str | None) -> Non
     missing = chain[-1].parent_hash
     if missing is not None:
         console.print(f"(its parent {missing[:10]} is not in this archive)")
+    made = [
+        proposal
+        for run_name in sorted(runs)
+        for proposal in archive.proposals(run_name, status="accepted", spec_hash=agent.spec_hash)
+    ]
+    if made:
+        _print_proposal(console, min(made, key=lambda p: p.created_at), n_more=len(made) - 1)
+
+
+# How much of the meta agent's prompt and response `show --lineage` prints, each.
+_CLIP_CHARS = 600
+
+
+def _meta_agent_line(archive: Archive, run_name: str) -> str | None:
+    """What the run's meta agent proposed and what became of it, if it proposed anything: every
+    status but "accepted" counts as refused, each named with its count."""
+    counts = archive.proposal_counts(run_name)
+    total = sum(counts.values())
+    if total == 0:
+        return None
+    refused = ", ".join(f"{status} {n}" for status, n in counts.items() if status != "accepted")
+    return (
+        f"meta agent: {total} proposals, {counts['accepted']} accepted, "
+        f"{total - counts['accepted']} refused ({refused})"
+    )
+
+
+def _print_proposal(console: Console, proposal: ProposalRecord, *, n_more: int) -> None:
+    """How the meta agent made the design: operator, parents, and its prompt and response."""
+    parents = ", ".join(parent[:10] for parent in proposal.parents) or "none"
+    console.print(
+        f"\n[bold]made by the meta agent[/] in run {escape(proposal.run_name)}: operator "
+        f"{escape(proposal.operator)}, parents {escape(parents)}, "
+        f"{proposal.prompt_tokens:,} + {proposal.completion_tokens:,} tokens"
+    )
+    if n_more:
+        console.print(f"({n_more} more accepted proposals of this design in other runs)")
+    for what, content in (("prompt", proposal.prompt), ("response", proposal.response)):
+        console.print(f"[bold]{what}[/] ({len(content):,} characters):")
+        console.print(_clipped(content), markup=False, highlight=False, soft_wrap=True)
+
+
+def _clipped(content: str, limit: int = _CLIP_CHARS) -> str:
+    if len(content) <= limit:
+        return content
+    return f"{content[:limit]}\n... ({len(content) - limit:,} more characters cut)"
 
 
 def latest_run(archive: Archive) -> str:
