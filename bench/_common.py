@@ -16,7 +16,8 @@ import numpy as np
 from sqlalchemy import create_engine, make_url, text
 
 from agentdesign.archive import Archive, EvaluationRecord
-from agentdesign.components import AgentSpec, ChatModel, FakeChatModel
+from agentdesign.components import AgentSpec, ChatModel
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import (
     Benchmark,
     ScoreSummary,

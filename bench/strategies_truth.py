@@ -74,6 +74,7 @@ from threadpoolctl import threadpool_limits
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.search import (
     STRATEGIES,
+    GuidedStrategy,
     Labelled,
     ReplayTable,
     SearchSpace,
@@ -84,7 +85,6 @@ from agentdesign.search import (
     split_half_reliability,
     supports_refinement,
 )
-from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated
 from agentdesign.search._truth import (

@@ -1,8 +1,25 @@
 """Agent components, agent specs, the runtime that runs them, and the LLM boundary.
 
-Also the base classes a new component subclasses (`Workflow`, `Planning`, `Reasoning`, `Memory`,
-`Tool`, `Reflection`) and the types their methods take and return (`Solver`, `Attempt`, `Message`,
-...), so extending agentdesign needs no private import.
+What is exported, and nothing else (the rest is internal and may change):
+
+- specs and agents: `AgentSpec`, `parse_spec`, `build_agent`, `Agent`, `AgentResult` with its
+  `CallRecord` trace, `TaskBudget`; export with `write_agent_files` and `render_standalone`;
+- models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
+  `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
+  `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`;
+- extending: the slot base classes a new component subclasses (`Workflow`, `Planning`,
+  `Reasoning`, `Memory`, `Tool`, `Reflection`, on `Component`), the types their methods take and
+  return (`Solver`, `Attempt`, `Observation`, `Example`, `Lesson`, `Recall`, `MemoryStore`;
+  `Environment`, `EnvState`, `Episode`, `EnvironmentFailed` for interactive tasks), `register`,
+  `param`, `ParamInfo`, the registry (`REGISTRY`, `SLOTS`, `Registry`, `NamedRegistry`), helpers
+  (`extract_answer`, `safe_eval`) and the conformance check (`check_component`,
+  `ConformanceError`);
+- the sandbox for model-written code: `run_python`, `SandboxLimits`, `SandboxResult`,
+  `current_isolation`, `Isolation`, `UNSAFE_ENV`;
+- errors: `AgentDesignError` and its `SpecError`, `ProviderError`, `ModelUnavailableError`,
+  `SandboxUnavailableError`.
+
+Test doubles (a fake model) are in `agentdesign.components.testing`.
 """
 
 from __future__ import annotations
@@ -17,11 +34,7 @@ from agentdesign.components._build import (
 )
 from agentdesign.components._cache import ResponseCache, default_cache_dir
 from agentdesign.components._checks import ConformanceError, check_component
-from agentdesign.components._embedded import (
-    EMBEDDED_MODELS,
-    embedded_model_path,
-    embedded_thread_choice,
-)
+from agentdesign.components._embedded import embedded_thread_choice
 from agentdesign.components._environment import Environment, EnvironmentFailed, EnvState, Episode
 from agentdesign.components._errors import (
     AgentDesignError,
@@ -31,12 +44,11 @@ from agentdesign.components._errors import (
     SpecError,
 )
 from agentdesign.components._export import render_standalone, write_agent_files
-from agentdesign.components._fake import FakeCall, FakeChatModel, failing_responder
 from agentdesign.components._functional import safe_eval
 from agentdesign.components._isolation import UNSAFE_ENV, Isolation, current_isolation
 from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components._memory import Example, Lesson, MemoryStore, Recall
-from agentdesign.components._parsing import answer_key, extract_answer
+from agentdesign.components._parsing import extract_answer
 from agentdesign.components._plugins import NamedRegistry
 from agentdesign.components._registry import (
     REGISTRY,
@@ -47,12 +59,7 @@ from agentdesign.components._registry import (
     param,
     register,
 )
-from agentdesign.components._sandbox import (
-    SandboxLimits,
-    SandboxResult,
-    run_python,
-    sandbox_isolation,
-)
+from agentdesign.components._sandbox import SandboxLimits, SandboxResult, run_python
 from agentdesign.components._slots import (
     Attempt,
     Memory,
@@ -75,7 +82,6 @@ from agentdesign.components._trace import (
 
 __all__ = [
     "DEFAULT_LLM_TIMEOUT_S",
-    "EMBEDDED_MODELS",
     "REGISTRY",
     "SLOTS",
     "UNSAFE_ENV",
@@ -94,8 +100,6 @@ __all__ = [
     "EnvironmentFailed",
     "Episode",
     "Example",
-    "FakeCall",
-    "FakeChatModel",
     "Isolation",
     "LLMCallError",
     "Lesson",
@@ -122,17 +126,14 @@ __all__ = [
     "TaskBudget",
     "Tool",
     "Workflow",
-    "answer_key",
     "build_agent",
     "check_component",
     "check_model",
     "current_isolation",
     "default_cache_dir",
     "default_chat_model",
-    "embedded_model_path",
     "embedded_thread_choice",
     "extract_answer",
-    "failing_responder",
     "import_litellm",
     "param",
     "parse_spec",
@@ -140,6 +141,5 @@ __all__ = [
     "render_standalone",
     "run_python",
     "safe_eval",
-    "sandbox_isolation",
     "write_agent_files",
 ]

@@ -1,4 +1,20 @@
-"""Benchmarks, scoring, statistics, and the runner that evaluates an agent on tasks."""
+"""Benchmarks, scoring, statistics, and the runner that evaluates an agent on tasks.
+
+What is exported, and nothing else (the rest is internal and may change):
+
+- benchmarks by name: `get_benchmark`, `available_benchmarks`, `BENCHMARKS`; the bundled ones'
+  classes, for their settings (`GSM8K`, `HumanEval`, `BFCL`, `TextWorldExpress`, `ScienceWorld`);
+  a user's JSONL data (`open_file_benchmark`, `FileBenchmark`);
+- extending: the base classes a new benchmark subclasses (`Benchmark`, `InteractiveBenchmark` for
+  an environment's episodes), what they take and return (`Task`, `Score`), `register_benchmark`,
+  helpers (`load_jsonl`, `extract_final_number`), the conformance check `check_benchmark`,
+  `BenchmarkError`;
+- running: `run_task`, `evaluate_tasks` with their `TaskOutcome`, `check_concurrency`,
+  `examples_from_tasks`, `episode_workflows`; seeded splits (`make_split`, `Split`);
+- statistics: `summarize` (`ScoreSummary`), `score_interval`, `paired_difference`
+  (`PairedComparison`), `selection_overfit` (`OverfitReport`), `winner_optimism`,
+  `backtest_overfitting`.
+"""
 
 from __future__ import annotations
 
@@ -15,14 +31,7 @@ from agentdesign.evaluators._benchmark import (
     make_split,
     register_benchmark,
 )
-from agentdesign.evaluators._bfcl import (
-    BFCL,
-    BFCLIrrelevance,
-    BFCLMultiple,
-    BFCLSimple,
-    check_call,
-    parse_calls,
-)
+from agentdesign.evaluators._bfcl import BFCL
 from agentdesign.evaluators._checks import check_benchmark
 from agentdesign.evaluators._custom import FileBenchmark, open_file_benchmark
 from agentdesign.evaluators._environments import InteractiveBenchmark, episode_workflows
@@ -41,23 +50,18 @@ from agentdesign.evaluators._stats import (
     PairedComparison,
     ScoreSummary,
     backtest_overfitting,
-    debiased_winner_score,
     paired_difference,
     score_interval,
     selection_overfit,
     summarize,
     winner_optimism,
 )
-from agentdesign.evaluators._textworld import TWX_GAMES, TextWorldExpress
+from agentdesign.evaluators._textworld import TextWorldExpress
 
 __all__ = [
     "BENCHMARKS",
     "BFCL",
     "GSM8K",
-    "TWX_GAMES",
-    "BFCLIrrelevance",
-    "BFCLMultiple",
-    "BFCLSimple",
     "Benchmark",
     "BenchmarkError",
     "FileBenchmark",
@@ -75,9 +79,7 @@ __all__ = [
     "available_benchmarks",
     "backtest_overfitting",
     "check_benchmark",
-    "check_call",
     "check_concurrency",
-    "debiased_winner_score",
     "episode_workflows",
     "evaluate_tasks",
     "examples_from_tasks",
@@ -87,7 +89,6 @@ __all__ = [
     "make_split",
     "open_file_benchmark",
     "paired_difference",
-    "parse_calls",
     "register_benchmark",
     "run_task",
     "score_interval",

@@ -15,7 +15,8 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from agentdesign.components import FakeChatModel, Message, extract_answer
+from agentdesign.components import Message, extract_answer
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import create_search
 
 CAPITALS = {

@@ -14,13 +14,8 @@ import numpy as np
 import pytest
 
 from agentdesign.archive import Archive, ArchiveError
-from agentdesign.components import (
-    AgentDesignError,
-    FakeChatModel,
-    Message,
-    ProviderError,
-    extract_answer,
-)
+from agentdesign.components import AgentDesignError, Message, ProviderError, extract_answer
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task
 from agentdesign.search import (
     History,

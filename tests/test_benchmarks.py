@@ -12,21 +12,23 @@ from typing import ClassVar
 
 import pytest
 
-from agentdesign.components._errors import AgentDesignError
-from agentdesign.evaluators import _benchmark
-from agentdesign.evaluators._benchmark import (
+from agentdesign.components import AgentDesignError
+from agentdesign.evaluators import (
+    GSM8K,
     Benchmark,
     BenchmarkError,
     Score,
     Split,
     Task,
+    _benchmark,
     available_benchmarks,
+    extract_final_number,
     get_benchmark,
     load_jsonl,
     make_split,
     register_benchmark,
 )
-from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number, load_gsm8k_tasks
+from agentdesign.evaluators._gsm8k import load_gsm8k_tasks
 
 IDS = [f"toy/{i}" for i in range(100)]
 

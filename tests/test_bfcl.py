@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from agentdesign.evaluators import BFCL, Task, available_benchmarks, get_benchmark
 from agentdesign.evaluators import BFCL as ExportedBFCL
-from agentdesign.evaluators import Task, available_benchmarks, get_benchmark
-from agentdesign.evaluators._bfcl import BFCL, check_call, parse_calls
+from agentdesign.evaluators._bfcl import check_call, parse_calls
 
 # Pinned: the files are copied unchanged from the bfcl-eval 2026.3.23 wheel.
 _SHA256 = {

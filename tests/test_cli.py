@@ -42,7 +42,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], needle: str)
 def make_archive_with_a_run(tmp_path: Path) -> Path:
     """A small archive holding one finished run (on the fake model, no LLM needed)."""
     from agentdesign.archive import Archive
-    from agentdesign.components import FakeChatModel
+    from agentdesign.components.testing import FakeChatModel
     from agentdesign.search import Budget, RunConfig, run_search
 
     db = tmp_path / "kept.db"
@@ -303,7 +303,7 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
     shown from another directory) work end to end; the fake model replaces litellm."""
     from typer.testing import CliRunner
 
-    from agentdesign.components import FakeChatModel
+    from agentdesign.components.testing import FakeChatModel
     from agentdesign.search import _loop
     from agentdesign.search.cli import _app
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from agentdesign.components import UNSAFE_ENV, current_isolation
 from agentdesign.components._embedded import embedded_threads
-from agentdesign.components._isolation import UNSAFE_ENV
-from agentdesign.components._sandbox import sandbox_isolation
 from agentdesign.search.cli import app
 from agentdesign.search.cli._doctor import POSTGRES_ENV, run_checks
 
@@ -21,7 +20,7 @@ UNREACHABLE = "postgresql+psycopg2://nobody:hunter2@127.0.0.1:1/none"
 def test_the_checks_report_what_a_run_would_use(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(POSTGRES_ENV, UNREACHABLE)
     sandbox, embedded, postgres = run_checks()
-    assert sandbox.name == "sandbox" and sandbox.detail.startswith(sandbox_isolation())
+    assert sandbox.name == "sandbox" and sandbox.detail.startswith(current_isolation().level)
     assert embedded.detail.startswith(f"{embedded_threads()} threads per engine")
     assert (postgres.name, postgres.ok) == ("postgresql", False)
     assert "127.0.0.1:1/none is unreachable: " in postgres.detail
@@ -37,7 +36,7 @@ def test_the_command_prints_every_check_and_exits_0() -> None:
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert [line.split()[0] for line in lines] == ["sandbox", "embedded", "postgresql"]
-    assert lines[0].split(maxsplit=2)[2].startswith(sandbox_isolation().split(":")[0])
+    assert lines[0].split(maxsplit=2)[2].startswith(current_isolation().level.split(":")[0])
     assert lines[2].split()[1] == "missing"
 
 

@@ -11,14 +11,13 @@ from types import MappingProxyType, ModuleType
 
 import pytest
 
-from agentdesign.components import _embedded, default_cache_dir
+from agentdesign.components import ModelUnavailableError, _embedded, default_cache_dir
 from agentdesign.components._embedded import (
     EMBEDDED_MODELS,
     EmbeddedModel,
     embedded_model_path,
     register_embedded_provider,
 )
-from agentdesign.components._errors import ModelUnavailableError
 
 SMOL = "embedded/smollm2-135m"
 QUESTION = [{"role": "user", "content": "What is 2+2?"}]

@@ -25,10 +25,10 @@ from agentdesign.components import (
     AgentSpec,
     EnvironmentFailed,
     EnvState,
-    FakeChatModel,
     Message,
     TaskBudget,
 )
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import (
     BenchmarkError,
     InteractiveBenchmark,
@@ -37,7 +37,8 @@ from agentdesign.evaluators import (
     run_task,
 )
 from agentdesign.evaluators._environments import _check_simulator
-from agentdesign.search._space import SPACE_PRESETS, SearchSpace
+from agentdesign.search import SearchSpace
+from agentdesign.search._space import SPACE_PRESETS
 
 REACT = AgentSpec.create(model="fake/model", workflow="react")
 TWX_NAMES = ("twx-arithmetic", "twx-coin", "twx-sorting", "twx-cooking")

@@ -17,13 +17,13 @@ from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     Example,
-    FakeChatModel,
     Message,
     build_agent,
     render_standalone,
     write_agent_files,
 )
 from agentdesign.components._export import _INLINED
+from agentdesign.components.testing import FakeChatModel
 
 MODEL = "fake/model"
 COMPONENTS = Path(__file__).resolve().parents[1] / "components"

@@ -21,13 +21,13 @@ from string import Template
 
 import pytest
 
-from agentdesign.components import _isolation
-from agentdesign.components._isolation import Isolation
-from agentdesign.components._sandbox import (
+from agentdesign.components import (
+    Isolation,
     SandboxLimits,
     SandboxResult,
+    _isolation,
+    current_isolation,
     run_python,
-    sandbox_isolation,
 )
 
 LIMITS = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256)
@@ -92,7 +92,7 @@ class Host:
             self.tcp.accept()
         with pytest.raises(BlockingIOError):
             self.udp.recv(100)
-        assert result.isolation == sandbox_isolation()
+        assert result.isolation == current_isolation().level
 
 
 def _sha256(path: Path) -> str:

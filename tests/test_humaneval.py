@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agentdesign.components._sandbox import SandboxLimits, sandbox_isolation
+from agentdesign.components import SandboxLimits, current_isolation
+from agentdesign.evaluators import BenchmarkError, Task, get_benchmark
 from agentdesign.evaluators import HumanEval as ExportedHumanEval
-from agentdesign.evaluators._benchmark import BenchmarkError, Task, get_benchmark
 from agentdesign.evaluators._humaneval import (
     HumanEval,
     build_program,
@@ -109,7 +109,7 @@ def test_a_wrong_solution_fails(humaneval: HumanEval, task0: Task) -> None:
     assert score.value == 0.0
     assert score.details["kind"] == "error"
     assert "AssertionError" in score.details["stderr"]
-    assert score.details["isolation"] == sandbox_isolation()
+    assert score.details["isolation"] == current_isolation().level
 
 
 def test_an_endless_solution_times_out(task0: Task) -> None:

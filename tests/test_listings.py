@@ -20,7 +20,8 @@ from test_cli import CLI, make_archive_with_a_run
 from typer.testing import CliRunner
 
 from agentdesign.archive import Archive, EvaluationRecord
-from agentdesign.components import REGISTRY, SLOTS, AgentSpec, FakeChatModel
+from agentdesign.components import REGISTRY, SLOTS, AgentSpec
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import (
     OverfitReport,
     PairedComparison,
@@ -28,8 +29,7 @@ from agentdesign.evaluators import (
     available_benchmarks,
     summarize,
 )
-from agentdesign.search import Budget, RunConfig, run_search
-from agentdesign.search._strategies import STRATEGIES
+from agentdesign.search import STRATEGIES, Budget, RunConfig, run_search
 from agentdesign.search._verdict import run_verdict
 from agentdesign.search.cli import _app
 from agentdesign.search.cli._progress import ProgressReporter, progress_bars

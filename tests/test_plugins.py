@@ -17,13 +17,13 @@ from agentdesign.archive import Archive
 from agentdesign.components import (
     REGISTRY,
     AgentSpec,
-    FakeChatModel,
     Message,
     NamedRegistry,
     build_agent,
     render_standalone,
 )
 from agentdesign.components._plugins import PluginGroup
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import BENCHMARKS, available_benchmarks, get_benchmark
 from agentdesign.search import (
     STRATEGIES,

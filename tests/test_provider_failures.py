@@ -24,7 +24,6 @@ from agentdesign.archive import Archive
 from agentdesign.components import (
     DEFAULT_LLM_TIMEOUT_S,
     Completion,
-    FakeChatModel,
     LiteLLMChatModel,
     LLMCallError,
     ModelUnavailableError,
@@ -34,9 +33,9 @@ from agentdesign.components import (
     check_model,
     default_cache_dir,
     default_chat_model,
-    failing_responder,
     parse_spec,
 )
+from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import Benchmark, get_benchmark
 from agentdesign.search import RunConfig, evaluate_agent
 

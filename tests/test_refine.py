@@ -15,11 +15,11 @@ from agentdesign.archive import Archive
 from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
-    FakeChatModel,
     LLMCallError,
     Message,
     default_chat_model,
 )
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import (
     Budget,
     Failure,

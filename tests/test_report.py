@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentdesign.archive import Archive
-from agentdesign.components import AgentSpec, FakeChatModel, Message
+from agentdesign.components import AgentSpec, Message
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import TaskOutcome, get_benchmark, summarize
 from agentdesign.search import Budget, RunConfig, run_search
 from agentdesign.search.cli._report import write_report

@@ -9,14 +9,8 @@ from typing import ClassVar
 
 import pytest
 
-from agentdesign.components import (
-    FakeChatModel,
-    Message,
-    SandboxLimits,
-    build_agent,
-    failing_responder,
-    parse_spec,
-)
+from agentdesign.components import Message, SandboxLimits, build_agent, parse_spec
+from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import (
     Benchmark,
     HumanEval,

@@ -14,7 +14,6 @@ from agentdesign.components import (
     AgentSpec,
     Component,
     Example,
-    FakeChatModel,
     LLMCallError,
     Message,
     Registry,
@@ -23,10 +22,10 @@ from agentdesign.components import (
     Workflow,
     build_agent,
     extract_answer,
-    failing_responder,
     parse_spec,
     safe_eval,
 )
+from agentdesign.components.testing import FakeChatModel, failing_responder
 
 MODEL = "fake/model"
 

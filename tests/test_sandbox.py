@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from agentdesign.components import _isolation
-from agentdesign.components._errors import SandboxUnavailableError
-from agentdesign.components._isolation import UNSAFE_ENV, Isolation
-from agentdesign.components._sandbox import SandboxLimits, SandboxResult, _classify, run_python
+from agentdesign.components import (
+    UNSAFE_ENV,
+    Isolation,
+    SandboxLimits,
+    SandboxResult,
+    SandboxUnavailableError,
+    _isolation,
+    run_python,
+)
+from agentdesign.components._sandbox import _classify
 
 FAST = SandboxLimits(wall_s=3.0, cpu_s=3.0, memory_mb=256)
 REPO = Path(__file__).resolve().parents[1]

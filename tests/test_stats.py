@@ -9,20 +9,22 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from agentdesign.evaluators._stats import (
-    BOOTSTRAP,
-    EXACT,
-    PAIRED_BOOTSTRAP,
-    PAIRED_EXACT,
+from agentdesign.evaluators import (
     OverfitReport,
     ScoreSummary,
     backtest_overfitting,
-    debiased_winner_score,
     paired_difference,
     score_interval,
     selection_overfit,
     summarize,
     winner_optimism,
+)
+from agentdesign.evaluators._stats import (
+    BOOTSTRAP,
+    EXACT,
+    PAIRED_BOOTSTRAP,
+    PAIRED_EXACT,
+    debiased_winner_score,
 )
 
 # 60 of 100 tasks solved, in a fixed scattered order.

@@ -17,7 +17,8 @@ import pytest
 from synthetic_table import make_synthetic_table
 
 from agentdesign.archive import Archive
-from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, FakeChatModel, Message
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, Message
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import (
     STRATEGIES,
@@ -26,7 +27,9 @@ from agentdesign.search import (
     GuidedStrategy,
     History,
     Labelled,
+    MctsStrategy,
     Observation,
+    OptunaStrategy,
     ReplayTable,
     RunConfig,
     SearchSpace,
@@ -45,9 +48,7 @@ from agentdesign.search import (
     split_half_reliability,
 )
 from agentdesign.search._loop import study_name
-from agentdesign.search._mcts import MctsStrategy
 from agentdesign.search._space import SPACE_PRESETS
-from agentdesign.search._strategies import OptunaStrategy
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 QUICK = SPACE_PRESETS["quick"]

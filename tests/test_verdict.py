@@ -11,12 +11,12 @@ import pytest
 from test_search import config as search_config
 
 from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
-from agentdesign.components import AgentDesignError, AgentSpec, FakeChatModel, Message
+from agentdesign.components import AgentDesignError, AgentSpec, Message
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark
-from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
+from agentdesign.search import Budget, Reporter, RunConfig, SearchSpace, resume_search, run_search
 from agentdesign.search._prior import labelled_from_archive
 from agentdesign.search._runs import finalize_run
-from agentdesign.search._space import SearchSpace
 from agentdesign.search._verdict import (
     cot_baseline,
     cot_sc_baseline,

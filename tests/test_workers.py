@@ -27,7 +27,7 @@ from agentdesign.archive import Archive
 _WORKER = """
 import json, sys
 from agentdesign.archive import Archive
-from agentdesign.components import FakeChatModel
+from agentdesign.components.testing import FakeChatModel
 from agentdesign.search._config import Budget, RunConfig
 from agentdesign.search._reporting import Reporter
 from agentdesign.search._runs import resume_search, run_worker
@@ -194,7 +194,7 @@ def test_a_worker_held_up_past_its_lease_abandons_the_lost_work_quietly(
     with new designs. Simulated without timing: the held-up worker's model call is where the
     other worker runs, so on SQLite (where any trial another process holds is stale) it always
     finds the first worker's trial to take over."""
-    from agentdesign.components import FakeChatModel
+    from agentdesign.components.testing import FakeChatModel
     from agentdesign.search import Budget, RunConfig
     from agentdesign.search._runs import resume_search, run_worker
 

@@ -13,17 +13,17 @@ from agentdesign.components import (
     AgentResult,
     AgentSpec,
     Example,
-    FakeChatModel,
     LLMCallError,
     Message,
     SpecError,
     TaskBudget,
     build_agent,
+    current_isolation,
     parse_spec,
 )
 from agentdesign.components._functional import find_python
 from agentdesign.components._memory import BM25
-from agentdesign.components._sandbox import sandbox_isolation
+from agentdesign.components.testing import FakeChatModel
 
 MODEL = "fake/model"
 Reply = Callable[[str, str, int | None], str]  # (system, last message, seed) -> text
@@ -226,7 +226,7 @@ def test_program_of_thought_prints_the_answer_and_retries_a_failing_program() ->
     ]
     assert result.trace[1].error and "ZeroDivisionError" in result.trace[1].error
     # each program's record says what confined it; the archive keeps it in the task's trace
-    assert [r.isolation for r in result.trace] == [None, sandbox_isolation()] * 2
+    assert [r.isolation for r in result.trace] == [None, current_isolation().level] * 2
 
 
 def test_a_program_that_never_prints_is_an_empty_output() -> None:

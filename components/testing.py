@@ -1,4 +1,14 @@
-"""A deterministic stand-in for a model, for unit tests of orchestration logic only."""
+"""Test doubles for code built on agentdesign: a deterministic stand-in for a model.
+
+For unit tests of orchestration logic only (a plugin's component, benchmark or strategy, or
+agentdesign's own): `FakeChatModel` is a `ChatModel` that answers from a function and records
+every request as a `FakeCall`; `failing_responder` makes one that fails every call.
+
+    from agentdesign.components import build_agent, parse_spec
+    from agentdesign.components.testing import FakeChatModel
+
+    agent = build_agent(parse_spec({"model": "fake/model"}), llm=FakeChatModel(answer))
+"""
 
 from __future__ import annotations
 
@@ -9,8 +19,9 @@ from dataclasses import dataclass
 
 from agentdesign.components._trace import Completion, LLMCallError, Message
 
-__all__ = ["FakeCall", "FakeChatModel", "failing_responder"]
+__all__ = ["FakeCall", "FakeChatModel", "Responder", "failing_responder"]
 
+# What a fake answers with: (model, messages, temperature, seed) -> the reply's text.
 Responder = Callable[[str, Sequence[Message], float, "int | None"], str]
 
 
