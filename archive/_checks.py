@@ -40,7 +40,7 @@ FINISHED_EVALUATION_STATUSES = ("complete", "pruned", "failed")
 SPLITS = ("search", "holdout", "all")
 RUN_ENTRY_ROLES = ("candidate", "dev", "winner", "baseline", "exploratory")
 # What became of a meta agent's proposal; every status but the first is a refusal or a failure.
-PROPOSAL_STATUSES = ("accepted", "invalid", "duplicate", "failed")
+PROPOSAL_STATUSES = ("accepted", "screened", "invalid", "duplicate", "failed")
 
 
 def text(value: object, what: str) -> str:

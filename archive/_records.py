@@ -120,9 +120,11 @@ class LeaderboardRow:
 class ProposalRecord:
     """A design the meta agent proposed for a run, whatever became of it (see `add_proposal`).
 
-    `status` is "accepted" (it made the agent `spec_hash`), "duplicate" (`spec_hash`, if known,
-    is the archived design it repeats), "invalid" or "failed"; `reason` says why it was refused
-    or failed. The tokens are informational: the call counts in the run's totals as a search call.
+    `status` is "accepted" (it made the agent `spec_hash`), "screened" (valid, but another
+    design of the same reply screened better and was evaluated instead), "duplicate"
+    (`spec_hash`, if known, is the archived design it repeats), "invalid" or "failed";
+    `reason` says why it was refused or failed. The tokens are informational: the call counts
+    in the run's totals as a search call.
     """
 
     id: int

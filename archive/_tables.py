@@ -280,7 +280,8 @@ class ProposalRow(_Table, table=True):
     """A design the search's meta agent (a model) proposed for a run, kept whatever became of it:
     its prompt and the model's response, the operator and parents it worked from, and its fate.
 
-    Nothing it generates is dropped silently: "accepted" made the design `spec_hash`, "duplicate"
+    Nothing it generates is dropped silently: "accepted" made the design `spec_hash`, "screened"
+    was valid but lost the value model's screening to another design of its reply, "duplicate"
     repeated an archived one, "invalid" did not parse or check, "failed" got no usable response;
     `reason` says why for each of the last three. The tokens are copied from the call's own
     record (`ad_search_call`), which alone counts in the run's totals.

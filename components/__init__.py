@@ -34,6 +34,7 @@ from agentdesign.components._build import (
 )
 from agentdesign.components._cache import ResponseCache, default_cache_dir
 from agentdesign.components._checks import ConformanceError, check_component
+from agentdesign.components._code import CodeWorkflow, check_workflow_source
 from agentdesign.components._embedded import embedded_thread_choice
 from agentdesign.components._environment import Environment, EnvironmentFailed, EnvState, Episode
 from agentdesign.components._errors import (
@@ -92,6 +93,7 @@ __all__ = [
     "Attempt",
     "CallRecord",
     "ChatModel",
+    "CodeWorkflow",
     "Completion",
     "Component",
     "ConformanceError",
@@ -129,6 +131,7 @@ __all__ = [
     "build_agent",
     "check_component",
     "check_model",
+    "check_workflow_source",
     "current_isolation",
     "default_cache_dir",
     "default_chat_model",

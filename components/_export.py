@@ -45,6 +45,7 @@ _INLINED = (
     "_sandbox.py",
     "_functional.py",
     "_workflows.py",
+    "_code.py",
     "_cache.py",
     "_embedded.py",
     "_llm.py",

@@ -31,10 +31,13 @@ def param(
     choices: Sequence[Any] | None = None,
     log: bool = False,
     searchable: bool = True,
+    code: bool = False,
     doc: str = "",
 ) -> Any:
-    """Declares a component parameter with the range a search may explore."""
+    """Declares a component parameter with the range a search may explore; `code` marks a text
+    that is a program, not a prompt (prompt refinement leaves it alone)."""
     meta = {
+        "code": code,
         "low": low,
         "high": high,
         "choices": tuple(choices) if choices is not None else None,
@@ -58,6 +61,7 @@ class ParamInfo:
     log: bool
     searchable: bool
     doc: str
+    code: bool = False  # a text that is a program (see `param`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +74,9 @@ class Component:
 
     slot: ClassVar[str]
     name: ClassVar[str]
+    # An opt-in component is in a search space only where its choices name it (the `code`
+    # workflow: a search cannot vary code by itself, the meta agent writes it).
+    opt_in: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         for info in self.param_info():
@@ -96,6 +103,7 @@ class Component:
                     log=bool(meta.get("log", False)),
                     searchable=bool(meta.get("searchable", True)) and kind != "text",
                     doc=str(meta.get("doc", "")),
+                    code=bool(meta.get("code", False)),
                 )
             )
         return tuple(infos)
@@ -149,8 +157,10 @@ class Registry:
     def slots(self) -> tuple[str, ...]:
         return tuple(self._by_slot)
 
-    def names(self, slot: str) -> tuple[str, ...]:
-        return tuple(self._slot(slot, read=True))
+    def names(self, slot: str, *, opt_in: bool = True) -> tuple[str, ...]:
+        """The slot's component names; without `opt_in`, those a default space holds."""
+        names = self._slot(slot, read=True)
+        return tuple(n for n in names if opt_in or not names[n].opt_in)
 
     def get(self, slot: str, name: str) -> type[Component]:
         return self._slot(slot, read=True).lookup(name)

@@ -20,6 +20,7 @@ refuses to run code unless unsafe mode is on; every result says which isolation 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import selectors
@@ -29,8 +30,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from agentdesign.components._isolation import (
     CONFINE_CALL,
@@ -43,7 +45,14 @@ from agentdesign.components._isolation import (
     spawn_confined,
 )
 
-__all__ = ["SandboxLimits", "SandboxResult", "run_python", "sandbox_isolation"]
+__all__ = [
+    "REQUEST_MARK",
+    "ChannelRefusal",
+    "SandboxLimits",
+    "SandboxResult",
+    "run_python",
+    "sandbox_isolation",
+]
 
 # Exit codes the child uses to tell a refused operation and an exhausted heap from other failures.
 _VIOLATION_EXIT = 86
@@ -52,6 +61,10 @@ _VIOLATION_MARKER = "SANDBOX-VIOLATION: "
 # Per stream; beyond it the head and the tail are kept (the tail holds tracebacks and markers).
 _OUTPUT_LIMIT = 64 * 1024
 _MB = 1024 * 1024
+# A program served by the engine (`run_python(serve=...)`) writes each request as one line on
+# stdout, after this mark, as JSON; the engine answers with one JSON line on its stdin.
+REQUEST_MARK = b"\x1eagentdesign-request "
+_REQUEST_LIMIT = 1024 * 1024  # bytes of one request line; longer ones are output, not requests
 
 # The child's bootstrap, run with `python -I -B -X utf8 -c`. argv: `_isolation.confine_args` (work
 # dir, limits, confinement), then the fd holding the code, the violation and memory exit codes and
@@ -366,12 +379,18 @@ def sandbox_isolation() -> str:
     return current_isolation().level
 
 
+class ChannelRefusal(Exception):
+    """Raised by a `serve` function for a request it refuses: the program gets the message as
+    an error reply, and runs on."""
+
+
 def run_python(
     code: str,
     *,
     stdin: str = "",
     limits: SandboxLimits = SandboxLimits(),
     audit_hooks: bool = True,
+    serve: Callable[[Any], Any] | None = None,
 ) -> SandboxResult:
     """Runs `code` as a program in a confined child process and reports how it ended.
 
@@ -379,6 +398,12 @@ def run_python(
     SandboxUnavailableError where only the audit hooks would confine it and unsafe mode is off.
     `audit_hooks=False` leaves the operating system's isolation alone in force: the hostile-program
     tests use it to show that this layer holds by itself.
+
+    With `serve`, the program's stdin is the engine's answer channel instead of `stdin`: each
+    line it writes after REQUEST_MARK is decoded as JSON and handed to `serve` outside the
+    sandbox, whose return value goes back as `{"value": ...}` (a ChannelRefusal as
+    `{"error": ...}`). Time spent serving does not count against the wall-time limit. Any other
+    exception of `serve` (a failed model call, say) ends the program and is raised here.
     """
     isolation = current_isolation()
     require_isolation(isolation)
@@ -402,7 +427,13 @@ def run_python(
             argv += [str(code_file.fileno()), str(_VIOLATION_EXIT), str(_MEMORY_EXIT)]
             argv.append(str(int(audit_hooks)))
             return _supervise(
-                isolation, argv, workdir, stdin_file.fileno(), code_file.fileno(), limits
+                isolation,
+                argv,
+                workdir,
+                subprocess.PIPE if serve is not None else stdin_file.fileno(),
+                code_file.fileno(),
+                limits,
+                serve,
             )
     finally:
         shutil.rmtree(workdir, onerror=_force_remove)
@@ -426,6 +457,7 @@ def _supervise(
     stdin_fd: int,
     code_fd: int,
     limits: SandboxLimits,
+    serve: Callable[[Any], Any] | None,
 ) -> SandboxResult:
     start = time.monotonic()
     deadline = start + limits.wall_s
@@ -442,22 +474,27 @@ def _supervise(
     )
     process = child.process
     captures = {"stdout": _Capture(_OUTPUT_LIMIT), "stderr": _Capture(_OUTPUT_LIMIT)}
+    channel = None
+    if serve is not None:
+        assert process.stdin is not None
+        channel = _Channel(serve, process.stdin, captures["stdout"])
     timed_out = False
     try:
         with selectors.DefaultSelector() as selector:
             assert process.stdout is not None and process.stderr is not None
-            selector.register(process.stdout, selectors.EVENT_READ, captures["stdout"])
+            selector.register(process.stdout, selectors.EVENT_READ, channel or captures["stdout"])
             selector.register(process.stderr, selectors.EVENT_READ, captures["stderr"])
-            timed_out = not _drain(selector, deadline)
-        timed_out = timed_out or not _await_exit(process.pid, deadline)
+            timed_out = not _drain(selector, deadline, channel)
+        served_s = channel.served_s if channel is not None else 0.0
+        timed_out = timed_out or not _await_exit(process.pid, deadline + served_s)
     finally:
         # The leader is at most a zombie here, so its group id cannot have been reused.
         child.kill()
-        if process.stdout is not None:
-            process.stdout.close()
-        if process.stderr is not None:
-            process.stderr.close()
-    wall_s = time.monotonic() - start
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+    wall_s = time.monotonic() - start - (channel.served_s if channel is not None else 0.0)
     return _result(
         child.returncode,
         captures["stdout"].text(),
@@ -469,10 +506,13 @@ def _supervise(
     )
 
 
-def _drain(selector: selectors.BaseSelector, deadline: float) -> bool:
-    """Reads both pipes until they close; False if the deadline came first."""
+def _drain(
+    selector: selectors.BaseSelector, deadline: float, channel: _Channel | None = None
+) -> bool:
+    """Reads both pipes until they close; False if the deadline (moved on by the time spent
+    serving the channel's requests) came first."""
     while selector.get_map():
-        remaining = deadline - time.monotonic()
+        remaining = deadline + (channel.served_s if channel is not None else 0.0) - time.monotonic()
         if remaining <= 0:
             return False
         for key, _ in selector.select(remaining):
@@ -482,6 +522,65 @@ def _drain(selector: selectors.BaseSelector, deadline: float) -> bool:
             else:
                 selector.unregister(key.fileobj)
     return True
+
+
+class _Channel:
+    """A served program's stdout: request lines are answered on its stdin, the rest is output."""
+
+    def __init__(self, serve: Callable[[Any], Any], reply: IO[bytes], output: _Capture) -> None:
+        self.serve = serve
+        self.reply = reply
+        self.output = output
+        self.pending = bytearray()
+        self.served_s = 0.0
+
+    def add(self, data: bytes) -> None:
+        self.pending += data
+        while True:
+            at = self.pending.find(REQUEST_MARK)
+            if at < 0:  # all output, but for what may be the start of a mark
+                keep = _mark_prefix(self.pending)
+                self._output(len(self.pending) - keep)
+                return
+            self._output(at)
+            end = self.pending.find(b"\n")
+            if end < 0:
+                if len(self.pending) > _REQUEST_LIMIT:
+                    self._output(len(self.pending))
+                return
+            line = bytes(self.pending[len(REQUEST_MARK) : end])
+            del self.pending[: end + 1]
+            self._answer(line)
+
+    def _output(self, n: int) -> None:
+        if n > 0:
+            self.output.add(bytes(self.pending[:n]))
+            del self.pending[:n]
+
+    def _answer(self, line: bytes) -> None:
+        started = time.monotonic()
+        try:
+            request = json.loads(line)
+        except ValueError:
+            reply: dict[str, Any] = {"error": "the request is not one line of JSON"}
+        else:
+            try:
+                reply = {"value": self.serve(request)}
+            except ChannelRefusal as refusal:
+                reply = {"error": str(refusal)}
+            finally:
+                self.served_s += time.monotonic() - started
+        with contextlib.suppress(OSError):  # the program may have exited meanwhile
+            self.reply.write(json.dumps(reply).encode() + b"\n")
+            self.reply.flush()
+
+
+def _mark_prefix(data: bytearray) -> int:
+    """How many bytes at the end of `data` could begin REQUEST_MARK."""
+    for n in range(min(len(data), len(REQUEST_MARK) - 1), 0, -1):
+        if data.endswith(REQUEST_MARK[:n]):
+            return n
+    return 0
 
 
 def _await_exit(pid: int, deadline: float) -> bool:

@@ -21,6 +21,7 @@ from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._evolution import EvolutionStrategy
 from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._meta import META_STATUSES, MetaAgent, MetaOutcome, parse_designs
 from agentdesign.search._prior import labelled_from_archive
 from agentdesign.search._refine import Failure, PromptRefiner, Refinement
 from agentdesign.search._replay import (
@@ -52,6 +53,7 @@ from agentdesign.search._value import (
 )
 
 __all__ = [
+    "META_STATUSES",
     "OBJECTIVES",
     "REPLAY_FORMAT",
     "STRATEGIES",
@@ -63,6 +65,8 @@ __all__ = [
     "History",
     "Labelled",
     "MctsStrategy",
+    "MetaAgent",
+    "MetaOutcome",
     "Observation",
     "OptunaStrategy",
     "PromptRefiner",
@@ -93,6 +97,7 @@ __all__ = [
     "make_strategy",
     "mutate",
     "pairwise_design",
+    "parse_designs",
     "prompt_params",
     "rank_correlation",
     "register_strategy",

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, AgentDesignError
+from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, REGISTRY, AgentDesignError
 from agentdesign.evaluators import Benchmark, check_concurrency, make_split
 from agentdesign.search._racing import Racing
 from agentdesign.search._space import SearchSpace
@@ -63,6 +63,14 @@ class RunConfig:
     concurrency: int = 1
     task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"
     refine_every: int = 0  # mcts/evolution: every n-th proposal rewrites a prompt (0: never)
+    # The meta agent (see MetaAgent): every n-th proposal of a value-guided strategy is written by
+    # a model (0: never; the "meta" strategy: every one); `meta_model` is any litellm model (the
+    # run's by default), `meta_view` how many designs of the run it sees, `meta_code` whether it
+    # may write workflows as code (the "code" workflow then joins the space).
+    meta_every: int = 0
+    meta_model: str | None = None
+    meta_view: int = 4
+    meta_code: bool = False
     # Designs scored on the holdout at the end: the recorded winner first, any more only as
     # "exploratory" results that can never replace it.
     confirm_top: int = 1
@@ -86,7 +94,20 @@ class RunConfig:
             raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
         if self.refine_every:
             check_refinable(self.strategy)
+        if self.meta_every < 0 or self.meta_view < 0:
+            raise AgentDesignError(
+                f"meta_every and meta_view must not be negative, got {self.meta_every}, "
+                f"{self.meta_view}"
+            )
+        if self.meta_every or self.meta_code or self.meta_model:
+            check_refinable(self.strategy, what="the meta agent")
         check_concurrency(self.concurrency)
+
+    @property
+    def meta_period(self) -> int:
+        """Every how many proposals the meta agent writes one (0: never); the "meta" strategy
+        asks it for each, unless told otherwise."""
+        return self.meta_every or (1 if self.strategy == "meta" else 0)
 
     def racing(self) -> Racing | None:
         return (
@@ -94,9 +115,11 @@ class RunConfig:
         )
 
     def space(self) -> SearchSpace:
-        return SearchSpace(
-            model=self.model, choices=self.choices, limits=self.limits, grid=self.grid
-        )
+        choices = dict(self.choices)
+        if self.meta_code:  # the meta agent's workflows written as code join the space
+            workflows = choices.get("workflow") or REGISTRY.names("workflow", opt_in=False)
+            choices["workflow"] = tuple(dict.fromkeys((*workflows, "code")))
+        return SearchSpace(model=self.model, choices=choices, limits=self.limits, grid=self.grid)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -116,10 +139,10 @@ class RunConfig:
 
 
 def dev_task_ids(benchmark: Benchmark, config: RunConfig) -> tuple[str, ...]:
-    """The items a prompt refiner learns failures from: a third of the search items' count (at
-    least 2), drawn after the search and holdout items in the run's seeded order, so they are
-    neither; none without refinement."""
-    if not config.refine_every:
+    """The items a prompt refiner or the meta agent learns failures from: a third of the search
+    items' count (at least 2), drawn after the search and holdout items in the run's seeded order,
+    so they are neither; none without refinement or a meta agent."""
+    if not (config.refine_every or (config.meta_period and config.meta_view)):
         return ()
     n_dev = max(2, config.n_search // 3)
     drawn = make_split(

@@ -8,8 +8,9 @@ The value model only screens: many candidate designs are generated, the model's 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from agentdesign.search._refine import PromptRefiner
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._value import ValueModel
 
+if TYPE_CHECKING:
+    from agentdesign.search._meta import MetaAgent
+
 __all__ = ["GuidedStrategy"]
 
 
@@ -38,7 +42,9 @@ class GuidedStrategy(Strategy):
     ninth proposal on; None: the whole covering design of 28-30 rows); `explore` is k in
     the screening bound mean + k * std; `n_candidates` designs are screened per proposal. With a
     `refiner`, every `refiner.every`-th proposal is instead the fittest design not yet refined with
-    one prompt rewritten from its failures (unscreened: the model cannot read prompts).
+    one prompt rewritten from its failures (unscreened: the model cannot read prompts). With a
+    `meta` agent, every `meta.every`-th proposal is written by it (see `MetaAgent`), screened by
+    the value model; when its reply holds no valid new design, the strategy proposes as usual.
     """
 
     reads_prior: ClassVar[bool] = True
@@ -59,6 +65,7 @@ class GuidedStrategy(Strategy):
         parent_temperature: float = 0.1,
         uniform_share: float = 0.2,
         refiner: PromptRefiner | None = None,
+        meta: MetaAgent | None = None,
     ) -> None:
         if not self.operators:
             raise TypeError(
@@ -73,6 +80,7 @@ class GuidedStrategy(Strategy):
         self.parent_temperature = parent_temperature
         self.uniform_share = uniform_share
         self.refiner = refiner
+        self.meta = meta
         self._initial_design = pairwise_design(space, np.random.default_rng([seed, 1]))
         self._fitted_on: tuple[tuple[str, str, float, float], ...] | None = None
         self._score_model = ValueModel(seed=seed)
@@ -112,6 +120,10 @@ class GuidedStrategy(Strategy):
         self.learn(history)
         weight = float(rng.uniform(0.0, 0.5))
         fitness = self.fitness(history, weight)
+        if self.meta is not None and len(history.observations) % self.meta.every == 0:
+            written = self.meta.propose(history, rng, fitness, self._screen(history, weight))
+            if written is not None:
+                return written
         if self.refiner is not None and len(history.observations) % self.refiner.every == 0:
             refined = self._refine_fittest(history, rng, fitness)
             if refined is not None:
@@ -121,6 +133,15 @@ class GuidedStrategy(Strategy):
             return None
         mean, std = self.predict([c.spec for c in candidates], history, weight)
         return self._internal_select(history, candidates, mean, std, fitness, weight)
+
+    def _screen(self, history: History, weight: float) -> Callable[[list[AgentSpec]], np.ndarray]:
+        """The screening bound (mean + explore * std) of designs, as the model predicts them."""
+
+        def bound(specs: list[AgentSpec]) -> np.ndarray:
+            mean, std = self.predict(specs, history, weight)
+            return np.asarray(mean + self.explore * std)
+
+        return bound
 
     def _cold_start(self, history: History) -> Proposal | None:
         """The next row of the pairwise covering design that no trial has the components of."""

@@ -24,7 +24,6 @@ from agentdesign.archive import Archive, EvaluationRecord, RunRecord, RunTotals
 from agentdesign.components import (
     AgentSpec,
     ChatModel,
-    Completion,
     ProviderError,
     default_chat_model,
 )
@@ -41,8 +40,8 @@ from agentdesign.search._base import Strategy, ask_trial, history_from_study, re
 from agentdesign.search._config import RunConfig, dev_task_ids
 from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._holdout import HoldoutConfirmation
+from agentdesign.search._operators import ModelOperators
 from agentdesign.search._prior import labelled_from_archive
-from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._reporting import Reporter, RunSummary
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._strategies import make_strategy
@@ -72,7 +71,7 @@ def _playable(space: SearchSpace, benchmark: Benchmark) -> SearchSpace:
     return dataclasses.replace(space, choices={**space.choices, "workflow": workflows})
 
 
-class _Search(WorkerTrials, HoldoutConfirmation):
+class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
     """One process driving one run; holds only handles, never state that a crash would lose."""
 
     def __init__(
@@ -115,6 +114,7 @@ class _Search(WorkerTrials, HoldoutConfirmation):
             seed=config.seed if strategy_seed is None else strategy_seed,
             objective=config.objective,
             refiner=self._refiner(every=config.refine_every) if config.refine_every else None,
+            meta=self._meta_agent() if config.meta_period else None,
         )
         # Racing compares scores; a score-cost search keeps cheap weak designs for its front.
         self.racing = config.racing() if config.objective == "score" else None
@@ -316,49 +316,6 @@ class _Search(WorkerTrials, HoldoutConfirmation):
             operator=trial.user_attrs.get("operator"),
         )
         return trial, spec
-
-    # -- prompt refinement: failures from the archive, its calls recorded as the run's cost --
-
-    def _refiner(self, *, every: int) -> PromptRefiner:
-        return PromptRefiner(
-            llm=self.llm,
-            model=self.config.model,
-            failures=self._failures,
-            on_call=self._record_search_call,
-            every=every,
-        )
-
-    def _failures(self, spec: AgentSpec) -> list[Failure]:
-        """The development tasks `spec` scored below 1 on, with what it answered.
-
-        The development items are the run's own (see `dev_task_ids`): apart from the search items
-        every design is scored on and from the holdout, so a rewrite is never scored on the tasks
-        it learnt from. `spec` is scored on them first (archived, counted in the run's tokens,
-        never ranked).
-        """
-        evaluation = self._evaluate(spec, self.dev_tasks, "search", None, role="dev")
-        if evaluation is None:  # the budget ran out meanwhile
-            return []
-        tasks = {t.id: t for t in self.dev_tasks}
-        return [
-            Failure(question=tasks[i].question, output=r.output, expected=tasks[i].answer)
-            for i, r in self.archive.task_results(evaluation.id).items()
-            if r.score < 1.0
-        ]
-
-    def _record_search_call(self, completion: Completion) -> None:
-        """A cached answer was paid for, and recorded, when this run first asked for it."""
-        if completion.cached:
-            return
-        self.archive.add_search_call(
-            run_name=self.run.name,
-            purpose="refinement",
-            model=self.config.model,
-            prompt_tokens=completion.prompt_tokens,
-            completion_tokens=completion.completion_tokens,
-            cost=completion.cost,
-            latency_s=completion.latency_s,
-        )
 
     def _admit(self, trial: optuna.Trial, spec: AgentSpec) -> bool:
         """Reserves one of the run's agents for `spec` (or finds it holds one already)."""

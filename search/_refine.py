@@ -94,14 +94,14 @@ class PromptRefiner:
 
     def failures_of(self, spec: AgentSpec) -> list[Failure]:
         """The failed tasks a refinement of `spec` would learn from; none if it has no prompt."""
-        return list(self.failures(spec)) if prompt_params(spec) else []
+        return list(self.failures(spec)) if prompt_params(spec, code=False) else []
 
     def refine(
         self, spec: AgentSpec, failed: Sequence[Failure], rng: np.random.Generator
     ) -> Refinement | None:
         """`spec` with one of its prompts, chosen by `rng`, rewritten from `failed` (see
         `failures_of`); None without failures or prompts, or if the rewrite failed."""
-        prompts = prompt_params(spec)
+        prompts = prompt_params(spec, code=False)
         if not failed or not prompts:
             return None
         names = sorted(prompts)
@@ -124,21 +124,23 @@ class PromptRefiner:
             self.on_call(completion)
         rewrite = _clean(completion.text)
         original = prompts[param]
-        if not _acceptable(original, rewrite, self.max_chars) or _leaks(original, rewrite, shown):
+        if not acceptable_rewrite(original, rewrite, self.max_chars) or leaks_failures(
+            original, rewrite, shown
+        ):
             return None
         return Refinement(spec=spec.set_params(**{param: rewrite}), param=param)
 
 
 def _request(prompt: str, failures: Sequence[Failure]) -> str:
     shown = "\n\n".join(
-        f"Task {n}: {_clip(f.question, 600)}\nAgent's reply: {_clip(f.output, 600)}\n"
-        f"Expected answer: {_clip(f.expected, 200)}"
+        f"Task {n}: {clip(f.question, 600)}\nAgent's reply: {clip(f.output, 600)}\n"
+        f"Expected answer: {clip(f.expected, 200)}"
         for n, f in enumerate(failures, start=1)
     )
     return f"The prompt:\n<<<\n{prompt}\n>>>\n\nTasks it got wrong:\n\n{shown}\n\nThe new prompt:"
 
 
-def _clip(text: str, most: int) -> str:
+def clip(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 3] + "..."
 
 
@@ -156,7 +158,7 @@ def _clean(text: str) -> str:
     return text
 
 
-def _acceptable(original: str, rewrite: str, max_chars: int) -> bool:
+def acceptable_rewrite(original: str, rewrite: str, max_chars: int) -> bool:
     if not rewrite or rewrite == original or len(rewrite) > max_chars:
         return False
     contract = set(_QUOTED.findall(original)) | {m for m in _MARKERS if m in original}
@@ -167,7 +169,7 @@ _WORDS = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
 _LEAK_NGRAM = 6  # this many words in a row, shared with a shown question, is a copy of it
 
 
-def _leaks(original: str, rewrite: str, shown: Sequence[Failure]) -> bool:
+def leaks_failures(original: str, rewrite: str, shown: Sequence[Failure]) -> bool:
     """Whether the rewrite carries a shown task into the prompt: any of its gold answers (as a
     whole word or number, unless the original prompt had it too) or a run of `_LEAK_NGRAM` words
     of its question. A prompt that holds them would score the tasks it learnt from by heart."""

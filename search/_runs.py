@@ -60,6 +60,8 @@ def _create_run(
         )
     if llm is None:
         check_model(config.model, api_base=config.api_base)
+        if config.meta_model and config.meta_period:
+            check_model(config.meta_model, api_base=config.api_base)
     split = make_split(
         [t.id for t in benchmark.tasks()],
         seed=config.split_seed,

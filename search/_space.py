@@ -72,7 +72,24 @@ class SearchSpace:
                 raise SpecError(f"limits for '{key}' are empty: {low} > {high}")
 
     def components(self, slot: str) -> tuple[str, ...]:
-        return tuple(self.choices.get(slot, REGISTRY.names(slot)))
+        """The slot's choices: as narrowed, else every registered component but opt-in ones."""
+        if slot in self.choices:
+            return tuple(self.choices[slot])
+        return REGISTRY.names(slot, opt_in=False)
+
+    def param_range(self, slot: str, info: ParamInfo) -> tuple[float, float]:
+        """The range a numeric parameter takes in this space (its own, narrowed by `limits`)."""
+        return self._range(slot, info)
+
+    def snap(self, slot: str, info: ParamInfo, value: float) -> Any:
+        """The value of this space nearest to `value`: clipped to the range, onto the grid, and
+        an integer for an integer parameter (a value written by a model may be any number)."""
+        low, high = self._range(slot, info)
+        value = min(max(float(value), low), high)
+        if (step := self.grid_step(slot, info)) is not None:
+            top = low + step * math.floor((high - low) / step + 1e-9)
+            value = min(low + step * round((value - low) / step), top)
+        return round(value) if info.kind == "int" else round(value, 6)
 
     def _range(self, slot: str, info: ParamInfo) -> tuple[float, float]:
         assert info.low is not None and info.high is not None
@@ -286,14 +303,19 @@ def space_from_option(option: str, *, unsuited: frozenset[str] = frozenset()) ->
     return {"choices": data.get("choices", {}), "limits": {k: tuple(v) for k, v in limits.items()}}
 
 
-def prompt_params(spec: AgentSpec, *, changed_only: bool = False) -> dict[str, str]:
+def prompt_params(
+    spec: AgentSpec, *, changed_only: bool = False, code: bool = True
+) -> dict[str, str]:
     """The spec's prompt texts by nested name; with `changed_only`, those that differ from their
-    component's default (optuna's distributions hold no free text, so trials carry these)."""
+    component's default (optuna's distributions hold no free text, so trials carry these); with
+    `code` false, prompts alone, not a code workflow's program."""
     prompts = {}
     for slot in SLOTS:
         component = spec[slot]
         for info in component.param_info():
             value = getattr(component, info.name)
+            if info.code and not code:
+                continue
             if info.kind == "text" and not (changed_only and value == info.default):
                 prompts[f"{slot}__{info.name}"] = value
     return prompts

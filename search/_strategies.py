@@ -17,6 +17,7 @@ from agentdesign.search._base import Strategy
 from agentdesign.search._evolution import EvolutionStrategy
 from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._meta import MetaAgent, MetaStrategy
 from agentdesign.search._refine import PromptRefiner
 from agentdesign.search._space import SearchSpace
 
@@ -136,6 +137,13 @@ register_strategy(
 )
 
 
+register_strategy(
+    "meta",
+    MetaStrategy,
+    description="meta agent search: a model reads the run's best designs and writes new ones",
+)
+
+
 def make_strategy(
     name: str,
     *,
@@ -143,14 +151,20 @@ def make_strategy(
     seed: int,
     objective: str = "score",
     refiner: PromptRefiner | None = None,
+    meta: MetaAgent | None = None,
 ) -> Strategy:
     """The strategy called `name`, seeded for reproducibility; a `refiner` (value-guided strategies
-    only) rewrites a prompt of a good design every `refiner.every` proposals."""
+    only) rewrites a prompt of a good design every `refiner.every` proposals, and a `meta` agent
+    writes one every `meta.every` proposals."""
     factory = STRATEGIES.lookup(name, error=AgentDesignError).factory
-    if refiner is None:
-        return factory(space=space, seed=seed, objective=objective)
-    check_refinable(name)
-    return factory(space=space, seed=seed, objective=objective, refiner=refiner)
+    extras: dict[str, Any] = {}
+    if refiner is not None:
+        check_refinable(name)
+        extras["refiner"] = refiner
+    if meta is not None:
+        check_refinable(name, what="the meta agent")
+        extras["meta"] = meta
+    return factory(space=space, seed=seed, objective=objective, **extras)
 
 
 def supports_refinement(name: str) -> bool:
@@ -159,10 +173,11 @@ def supports_refinement(name: str) -> bool:
     return isinstance(factory, type) and issubclass(factory, GuidedStrategy)
 
 
-def check_refinable(name: str) -> None:
-    """Refuse prompt refinement for a strategy that cannot propose it, naming those that can."""
+def check_refinable(name: str, *, what: str = "prompt refinement") -> None:
+    """Refuse prompt refinement (or the meta agent: `what`) for a strategy that cannot propose
+    it, naming those that can."""
     if not supports_refinement(name):
         raise AgentDesignError(
-            f"prompt refinement needs a value-guided strategy "
+            f"{what} needs a value-guided strategy "
             f"({', '.join(n for n in STRATEGIES if supports_refinement(n))}), not '{name}'"
         )

@@ -125,7 +125,9 @@ def records_from_archive(archive: Archive, *, benchmark: str) -> list[Record]:
 @functools.cache
 def _vocabulary() -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, ParamInfo], ...]]:
     """Every (slot, component) of the registry and every numeric searchable parameter."""
-    components = tuple((slot, name) for slot in SLOTS for name in REGISTRY.names(slot))
+    components = tuple(
+        (slot, name) for slot in SLOTS for name in REGISTRY.names(slot, opt_in=False)
+    )
     params = tuple(
         (slot, name, info)
         for slot, name in components
@@ -163,7 +165,7 @@ def _combination(spec: AgentSpec) -> int:
     """The index of the spec's combination of components among all the registry's."""
     index = 0
     for slot in SLOTS:
-        names = REGISTRY.names(slot)
+        names = REGISTRY.names(slot, opt_in=False)
         index = index * len(names) + names.index(spec[slot].name)
     return index
 
@@ -375,7 +377,7 @@ class TruthWorld:
         pair_sd = c.residual_sd * math.sqrt(c.interaction_share / n_pairs)
         self._pairs = np.triu(rng.normal(0.0, pair_sd, (n_components, n_components)), k=1)
         combination_sd = c.residual_sd * math.sqrt(1.0 - c.interaction_share)
-        n_combinations = math.prod(len(REGISTRY.names(slot)) for slot in SLOTS)
+        n_combinations = math.prod(len(REGISTRY.names(slot, opt_in=False)) for slot in SLOTS)
         self._combinations = rng.normal(0.0, combination_sd, n_combinations)
         self._cost_residuals = rng.normal(0.0, c.costs.residual_sd, n_combinations)
         self._item_costs = rng.normal(0.0, c.costs.item_sd, n_items)
@@ -413,7 +415,7 @@ class TruthWorld:
         bonus = np.zeros(len(components))
         for p, (slot, name, _) in enumerate(params):
             bonus[index[slot, name]] += abs(self.calibration.effects[len(components) + p]) / 2
-        names = [REGISTRY.names(slot) for slot in SLOTS]
+        names = [REGISTRY.names(slot, opt_in=False) for slot in SLOTS]
         onehot = np.zeros((math.prod(len(n) for n in names), len(components)))
         for row, chosen in enumerate(itertools.product(*names)):
             onehot[row, [index[slot, name] for slot, name in zip(SLOTS, chosen, strict=True)]] = 1

@@ -98,6 +98,22 @@ EXPORT_SPECS = [
     AgentSpec.create(
         model=MODEL, workflow="program_of_thought", planning="step_back", memory="retrieval"
     ),
+    AgentSpec.create(model=MODEL, workflow="code", tool="calculator"),  # the default program
+    AgentSpec.create(  # a program that uses the model, the solver and the tool
+        model=MODEL,
+        workflow={
+            "name": "code",
+            "params": {
+                "source": "def run(question, agent):\n"
+                "    first = agent.attempt(question)\n"
+                "    seen = agent.tool('6 * 7')\n"
+                "    note = agent.call([{'role': 'user', 'content': question + seen}])\n"
+                "    return note + '\\n' + first['output']\n"
+            },
+        },
+        tool="python",
+        reasoning="direct",
+    ),
 ]
 POOL = [
     Example(question=f"How many apples are in {i} baskets of {i + 2}?", answer=str(i * (i + 2)))

@@ -117,7 +117,7 @@ def test_only_value_guided_strategies_refine() -> None:
     space = config("x", "mcts").space()
     with pytest.raises(AgentDesignError, match="value-guided"):
         make_strategy("tpe", space=space, seed=0, refiner=refiner(adds_a_hint))
-    with pytest.raises(AgentDesignError, match=r"value-guided strategy \(mcts, evolution\)"):
+    with pytest.raises(AgentDesignError, match=r"value-guided strategy \(mcts, evolution, meta\)"):
         config("y", "tpe", refine_every=2)
     with pytest.raises(AgentDesignError, match="must not be negative"):
         config("z", "mcts", refine_every=-1)

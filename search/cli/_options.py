@@ -72,6 +72,23 @@ RefineEveryOption = Annotated[
     int,
     typer.Option(help="mcts/evolution: every n-th design rewrites a prompt from failures (0: off)"),
 ]
+MetaEveryOption = Annotated[
+    int,
+    typer.Option(
+        help="mcts/evolution: every n-th design is written by the meta agent (0: off; "
+        "--strategy meta: every design)"
+    ),
+]
+MetaModelOption = Annotated[
+    str | None,
+    typer.Option(help="the meta agent's model, any litellm model string (default: --model)"),
+]
+MetaViewOption = Annotated[
+    int, typer.Option(help="how many of the run's best designs the meta agent sees (0: none)")
+]
+MetaCodeOption = Annotated[
+    bool, typer.Option(help="the meta agent may write workflows as Python, run in the sandbox")
+]
 TaskTimeoutOption = Annotated[
     float | None,
     typer.Option(help="seconds a task may take; past it the task scores 0 as a timeout"),
@@ -140,6 +157,10 @@ class RunOptions:
     concurrency: ConcurrencyOption = 1
     task_timeout: TaskTimeoutOption = None
     refine_every: RefineEveryOption = 0
+    meta_every: MetaEveryOption = 0
+    meta_model: MetaModelOption = None
+    meta_view: MetaViewOption = 4
+    meta_code: MetaCodeOption = False
     api_base: ApiBaseOption = None
     llm_timeout: LLMTimeoutOption = DEFAULT_LLM_TIMEOUT_S
     space: SpaceOption = "quick"
@@ -171,6 +192,10 @@ class RunOptions:
             concurrency=self.concurrency,
             task_timeout_s=self.task_timeout,
             refine_every=self.refine_every,
+            meta_every=self.meta_every,
+            meta_model=self.meta_model,
+            meta_view=self.meta_view,
+            meta_code=self.meta_code,
             confirm_top=self.confirm_top,
             api_base=self.api_base,
             llm_timeout_s=self.llm_timeout,

@@ -1,0 +1,487 @@
+"""Meta agent search: a model reads a compact view of the run and proposes new designs (ADAS).
+
+The view is bounded and chosen, because ADAS's archive in the prompt grew to about 32k tokens and
+a later study found the full archive did worse than none: the space's catalogue, the `n_view` best
+designs with their search scores and tokens per item, a few weaker ones for contrast, and tasks
+the best design got wrong on the run's development items (never scored items, never the holdout).
+
+Every design the model writes is validated against the run's space (components, parameter
+ranges, snapped onto its grid), its rewritten prompts must keep their output contract and must not
+copy a shown task, it is deduplicated against the run, and the value model screens the valid ones.
+Each outcome, refused ones with their reason, is handed to `record`, so that nothing the meta
+agent does is silently dropped; its calls go to `on_call`, so they count in the run's budget.
+With `code`, the model may also write a new workflow as a Python function (`CodeWorkflow`),
+which runs in the sandbox.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from agentdesign.components import (
+    REGISTRY,
+    SLOTS,
+    AgentDesignError,
+    AgentSpec,
+    ChatModel,
+    CodeWorkflow,
+    Completion,
+    LLMCallError,
+    ParamInfo,
+    check_workflow_source,
+)
+from agentdesign.search._base import History, Proposal
+from agentdesign.search._mcts import MctsStrategy
+from agentdesign.search._refine import Failure, acceptable_rewrite, clip, leaks_failures
+from agentdesign.search._space import SearchSpace
+
+__all__ = ["META_STATUSES", "MetaAgent", "MetaOutcome", "MetaStrategy", "parse_designs"]
+
+# What became of a design the meta agent wrote: evaluated ("accepted"), valid but another one of
+# the same reply screened better ("screened"), refused ("invalid", "duplicate"), or no reply
+# ("failed": the call failed or held no design).
+META_STATUSES = ("accepted", "screened", "invalid", "duplicate", "failed")
+
+_FENCED_CODE = re.compile(r"```python\n(.*?)```", re.DOTALL)
+_DOC_CHARS = 70  # of a component's description in the catalogue
+_SHOWN_PROMPT_CHARS = 300  # of a rewritten prompt in a shown design
+
+_SYSTEM = (
+    "You design LLM agents for a benchmark. An agent has one component in each slot: "
+    "workflow, planning, reasoning, memory, tool, reflection. Reply with a JSON list of up to "
+    "{n} new designs. Each design is an object with a key for each slot you set, for example "
+    '{{"workflow": {{"name": "self_consistency", "n_samples": 5}}, "reasoning": "cot"}}. '
+    "Slots you leave out are copied from the best design shown. Use only the components and "
+    "parameter ranges listed. A component's text parameter (a prompt) may be given a new text; "
+    "keep every phrase in single quotes exactly, since replies are parsed by them.{code}"
+)
+_CODE_HELP = (
+    ' You may also write a new workflow in Python: set "workflow": "code" and, after the '
+    "JSON, give one ```python block defining run(question, agent) that returns the agent's "
+    "final reply. agent.attempt(question) solves once with the design's other components and "
+    "returns a dict with 'output' and 'answer'; agent.call(messages, max_tokens=256, "
+    "temperature=0.0) sends chat messages (a list of dicts with 'role' and 'content') to the "
+    "model and returns its text; agent.tool(argument) uses the design's tool. The reply you "
+    "return should end with a line 'Answer: <answer>'. Standard library only; no files, no "
+    "network."
+)
+
+
+@dataclass(frozen=True)
+class MetaOutcome:
+    """One design the meta agent proposed (or one call that gave none) and what became of it.
+
+    `prompt` and `response` are the call's, shared by every design of one reply; the tokens are
+    the call's too, on its first outcome only, so that summing outcomes counts each call once.
+    """
+
+    operator: str
+    parents: tuple[str, ...]
+    prompt: str
+    response: str
+    status: str
+    reason: str | None = None
+    spec: AgentSpec | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """A design as the meta agent sees it."""
+
+    spec: AgentSpec
+    score: float
+    n_items: int | None
+    tokens_per_item: float | None
+
+
+class MetaAgent:
+    """Proposes designs with one call of `model` (any litellm model string) per proposal.
+
+    `n_view` is how many of the run's best designs the model sees (0: none, and no failures
+    either: it designs from the catalogue alone); half as many weaker ones are shown for contrast.
+    `failures(spec)` gives tasks `spec` got wrong on development items; `tokens_of(hash)` a
+    design's tokens per item; `on_call` receives each completion (the run records its cost) and
+    `record` each outcome. A strategy holding it makes every `every`-th proposal a meta proposal.
+    """
+
+    def __init__(
+        self,
+        *,
+        llm: ChatModel,
+        model: str,
+        space: SearchSpace,
+        failures: Callable[[AgentSpec], Sequence[Failure]] | None = None,
+        tokens_of: Callable[[str], float | None] | None = None,
+        on_call: Callable[[Completion], None] | None = None,
+        record: Callable[[MetaOutcome], None] | None = None,
+        every: int = 1,
+        n_view: int = 4,
+        n_designs: int = 3,
+        n_failures: int = 2,
+        code: bool = False,
+        max_tokens: int = 700,
+        temperature: float = 0.7,
+        max_prompt_chars: int = 1200,
+    ) -> None:
+        if every < 1:
+            raise AgentDesignError(f"a meta proposal every n-th proposal needs n >= 1, got {every}")
+        if n_view < 0 or n_designs < 1:
+            raise AgentDesignError(
+                f"the meta agent needs n_view >= 0 and n_designs >= 1, got {n_view}, {n_designs}"
+            )
+        if code and CodeWorkflow.name not in space.components("workflow"):
+            raise AgentDesignError(
+                "code workflows need the 'code' workflow in the run's space (--choices)"
+            )
+        self.llm = llm
+        self.model = model
+        self.space = space
+        self.failures = failures
+        self.tokens_of = tokens_of
+        self.on_call = on_call
+        self.record = record
+        self.every = every
+        self.n_view = n_view
+        self.n_designs = n_designs
+        self.n_failures = n_failures
+        self.code = code
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.max_prompt_chars = max_prompt_chars
+
+    def propose(
+        self,
+        history: History,
+        rng: np.random.Generator,
+        fitness: Mapping[str, float],
+        screen: Callable[[list[AgentSpec]], np.ndarray],
+    ) -> Proposal | None:
+        """The best-screened valid design of one meta-agent reply (`screen` gives each design's
+        optimistic bound), or None when the reply held none; every outcome is recorded."""
+        shown = self._view(history, rng, fitness)
+        parent = shown[0].spec if shown else None
+        failed = self._failures_of(parent)
+        prompt = self._prompt(history.description, shown, failed)
+        operator = "meta-code" if self.code else "meta"
+        parents = (parent.spec_hash,) if parent is not None else ()
+        try:
+            completion = self.llm.complete(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": self._system()},
+                    {"role": "user", "content": prompt},
+                ],
+                temperature=self.temperature,
+                max_tokens=self.max_tokens,
+                seed=int(rng.integers(2**31)),
+            )
+        except LLMCallError as exc:
+            self._record(
+                MetaOutcome(operator, parents, prompt, "", "failed", f"call failed: {exc}")
+            )
+            return None
+        if self.on_call is not None:
+            self.on_call(completion)
+        outcomes = self._judge(completion.text, parent, failed, history, operator, parents, prompt)
+        valid = [i for i, o in enumerate(outcomes) if o.status == "accepted"]
+        chosen = None
+        if valid:
+            bounds = screen([outcomes[i].spec for i in valid])  # type: ignore[misc]
+            chosen = valid[int(np.argmax(bounds))]
+            outcomes = [
+                o if i == chosen or o.status != "accepted" else replace(o, status="screened")
+                for i, o in enumerate(outcomes)
+            ]
+        for n, outcome in enumerate(outcomes):  # the call's tokens once, on its first outcome
+            self._record(
+                replace(
+                    outcome,
+                    prompt_tokens=completion.prompt_tokens if n == 0 else 0,
+                    completion_tokens=completion.completion_tokens if n == 0 else 0,
+                )
+            )
+        if chosen is None:
+            return None
+        spec = outcomes[chosen].spec
+        assert spec is not None
+        return Proposal(spec=spec, parents=parents, operator=operator)
+
+    def _record(self, outcome: MetaOutcome) -> None:
+        if self.record is not None:
+            self.record(outcome)
+
+    # -- the view --
+
+    def _view(
+        self, history: History, rng: np.random.Generator, fitness: Mapping[str, float]
+    ) -> list[_Shown]:
+        """The `n_view` fittest complete designs, then up to half as many drawn from the rest."""
+        if not self.n_view:
+            return []
+        ranked = sorted(history.complete, key=lambda o: -fitness.get(o.spec.spec_hash, 0.0))
+        rest = ranked[self.n_view :]
+        n_contrast = min(len(rest), max(1, self.n_view // 2))
+        drawn = sorted(rng.choice(len(rest), size=n_contrast, replace=False)) if rest else []
+        chosen = ranked[: self.n_view] + [rest[int(i)] for i in drawn]
+        return [
+            _Shown(
+                spec=o.spec,
+                score=float(o.score or 0.0),
+                n_items=o.n_items,
+                tokens_per_item=self.tokens_of(o.spec.spec_hash) if self.tokens_of else None,
+            )
+            for o in chosen
+        ]
+
+    def _failures_of(self, parent: AgentSpec | None) -> list[Failure]:
+        if parent is None or self.failures is None:
+            return []
+        return list(self.failures(parent))[: self.n_failures]
+
+    def _system(self) -> str:
+        return _SYSTEM.format(n=self.n_designs, code=_CODE_HELP if self.code else "")
+
+    def _prompt(self, description: str, shown: Sequence[_Shown], failed: Sequence[Failure]) -> str:
+        parts = [f"Benchmark: {description}", "Components (parameter ranges):", self._catalogue()]
+        if shown:
+            parts.append("Designs tried, best first (search score on its items, tokens per item):")
+            parts += [f"{n}. {_shown_line(s)}" for n, s in enumerate(shown, start=1)]
+        if failed:
+            parts.append("Tasks design 1 got wrong:")
+            parts += [
+                f"Task: {clip(f.question, 500)}\nIts reply: {clip(f.output, 400)}\n"
+                f"Expected: {clip(f.expected, 100)}"
+                for f in failed
+            ]
+        goal = "better than design 1, and different from every design shown" if shown else "good"
+        parts.append(f"Propose {self.n_designs} new designs likely to score {goal}. JSON only.")
+        return "\n\n".join(parts)
+
+    def _catalogue(self) -> str:
+        lines = []
+        for slot in SLOTS:
+            entries = []
+            for name in self.space.components(slot):
+                cls = REGISTRY.get(slot, name)
+                about = clip((inspect.getdoc(cls) or "").split(". ")[0].split("\n")[0], _DOC_CHARS)
+                params = [self._param_range(slot, info) for info in cls.param_info()]
+                listed = "; ".join(p for p in params if p)
+                entries.append(f"{name} ({about})" + (f" [{listed}]" if listed else ""))
+            lines.append(f"{slot}: " + " | ".join(entries))
+        return "\n".join(lines)
+
+    def _param_range(self, slot: str, info: ParamInfo) -> str:
+        if info.kind == "text":
+            return f"{info.name}: text" if info.name != "source" else ""
+        if not info.searchable:
+            return ""
+        if info.kind == "bool":
+            return f"{info.name}: true|false"
+        if info.kind == "choice":
+            return f"{info.name}: {'|'.join(str(c) for c in info.choices or ())}"
+        low, high = self.space.param_range(slot, info)
+        return f"{info.name}: {_number(low)}-{_number(high)}"
+
+    # -- judging the reply --
+
+    def _judge(
+        self,
+        text: str,
+        parent: AgentSpec | None,
+        failed: Sequence[Failure],
+        history: History,
+        operator: str,
+        parents: tuple[str, ...],
+        prompt: str,
+    ) -> list[MetaOutcome]:
+        def outcome(status: str, reason: str | None, spec: AgentSpec | None = None) -> MetaOutcome:
+            return MetaOutcome(operator, parents, prompt, text, status, reason, spec)
+
+        try:
+            designs = parse_designs(text)
+        except ValueError as exc:
+            return [outcome("failed", str(exc))]
+        code = _FENCED_CODE.search(text)
+        outcomes: list[MetaOutcome] = []
+        seen: set[str] = set()
+        for design in designs[: self.n_designs]:
+            try:
+                spec = self._build(design, parent, failed, code.group(1) if code else None)
+            except ValueError as exc:
+                outcomes.append(outcome("invalid", str(exc)))
+                continue
+            if spec.spec_hash in history.seen or spec.spec_hash in seen:
+                where = "this reply" if spec.spec_hash in seen else "the run"
+                outcomes.append(outcome("duplicate", f"{where} has this design already", spec=spec))
+                continue
+            seen.add(spec.spec_hash)
+            outcomes.append(outcome("accepted", None, spec=spec))
+        if len(designs) > self.n_designs:
+            outcomes.append(
+                outcome(
+                    "invalid",
+                    f"{len(designs) - self.n_designs} design(s) beyond the "
+                    f"{self.n_designs} asked for were ignored",
+                )
+            )
+        return outcomes
+
+    def _build(
+        self,
+        design: Mapping[str, Any],
+        parent: AgentSpec | None,
+        failed: Sequence[Failure],
+        source: str | None,
+    ) -> AgentSpec:
+        """The design as a spec of the space; ValueError (a one-line reason) if it is not one."""
+        unknown = sorted(set(design) - set(SLOTS))
+        if unknown:
+            raise ValueError(f"unknown slot(s) {', '.join(unknown)} (slots: {', '.join(SLOTS)})")
+        base = parent if parent is not None else AgentSpec.create(model=self.space.model)
+        components: dict[str, Any] = {}
+        for slot in SLOTS:
+            raw = design.get(slot)
+            if raw is None:
+                inherited = base[slot]
+                if inherited.name not in self.space.components(slot):
+                    raise ValueError(f"{slot} must be set: '{inherited.name}' is not in the space")
+                components[slot] = inherited
+                continue
+            components[slot] = self._component(slot, raw, failed, source)
+        spec = self._on_grid(AgentSpec(model=self.space.model, components=components))
+        if not self.space.contains(spec):
+            raise ValueError("the design is outside the run's space")
+        return spec
+
+    def _on_grid(self, spec: AgentSpec) -> AgentSpec:
+        """`spec` with every numeric parameter a value of the space (defaults may lie between
+        its grid's points), so that the trial optuna records is exactly this design."""
+        snapped = {
+            f"{slot}__{info.name}": self.space.snap(slot, info, getattr(spec[slot], info.name))
+            for slot in SLOTS
+            for info in spec[slot].param_info()
+            if info.searchable and info.kind in ("int", "float")
+        }
+        return spec.set_params(**snapped) if snapped else spec
+
+    def _component(self, slot: str, raw: Any, failed: Sequence[Failure], source: str | None) -> Any:
+        if isinstance(raw, str):
+            raw = {"name": raw}
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+            raise ValueError(f"{slot} needs a component name, got {clip(repr(raw), 80)}")
+        name = raw["name"]
+        if name not in self.space.components(slot):
+            raise ValueError(
+                f"{slot} '{name}' is not in the run's space "
+                f"(choices: {', '.join(self.space.components(slot))})"
+            )
+        given = dict(raw.get("params") or {}) if isinstance(raw.get("params"), Mapping) else {}
+        given.update({k: v for k, v in raw.items() if k not in ("name", "params")})
+        cls = REGISTRY.get(slot, name)
+        infos = {info.name: info for info in cls.param_info()}
+        unknown = sorted(set(given) - set(infos))
+        if unknown:
+            raise ValueError(f"{slot} '{name}' has no parameter(s) {', '.join(unknown)}")
+        params: dict[str, Any] = {}
+        for key, value in given.items():
+            params[key] = self._value(slot, name, infos[key], value, failed)
+        if name == CodeWorkflow.name and slot == "workflow":
+            if source is None:
+                raise ValueError("the code workflow needs a ```python block defining run")
+            params["source"] = check_workflow_source(source)
+        try:
+            return cls(**params)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(str(exc)) from None
+
+    def _value(
+        self, slot: str, name: str, info: ParamInfo, value: Any, failed: Sequence[Failure]
+    ) -> Any:
+        where = f"{slot}__{info.name} ({name})"
+        if info.kind == "text":
+            if info.name == "source":
+                raise ValueError("the workflow's code goes in a ```python block, not in the JSON")
+            if not isinstance(value, str):
+                raise ValueError(f"{where} must be a text")
+            if value != info.default and not acceptable_rewrite(
+                info.default, value, self.max_prompt_chars
+            ):
+                raise ValueError(
+                    f"{where}: the new prompt drops the original's quoted output format, is "
+                    f"empty or is over {self.max_prompt_chars} characters"
+                )
+            if leaks_failures(info.default, value, failed):
+                raise ValueError(f"{where}: the new prompt copies a shown task or its answer")
+            return value
+        if info.kind in ("int", "float") and info.searchable:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{where} must be a number, got {clip(repr(value), 40)}")
+            if not math.isfinite(value):
+                raise ValueError(f"{where} must be finite")
+            return self.space.snap(slot, info, value)
+        return value  # the component's own checks refuse a wrong choice, bool or type
+
+
+def parse_designs(text: str) -> list[dict[str, Any]]:
+    """The designs in a reply: the first JSON object, or list of objects, it holds (small models
+    wrap JSON in prose or fences). ValueError if there is none."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        designs = value if isinstance(value, list) else [value]
+        if designs and all(isinstance(d, dict) for d in designs):
+            return designs
+    raise ValueError("the reply holds no JSON design")
+
+
+def _shown_line(shown: _Shown) -> str:
+    items = f" on {shown.n_items} items" if shown.n_items else ""
+    tokens = (
+        f", {shown.tokens_per_item:.0f} tokens per item"
+        if shown.tokens_per_item is not None
+        else ""
+    )
+    return f"score {shown.score:.2f}{items}{tokens}: {json.dumps(_compact(shown.spec))}"
+
+
+def _compact(spec: AgentSpec) -> dict[str, Any]:
+    """A spec as the meta agent writes one: per slot the name and what differs from defaults."""
+    compact: dict[str, Any] = {}
+    for slot in SLOTS:
+        component = spec[slot]
+        changed = {
+            info.name: clip(value, _SHOWN_PROMPT_CHARS) if isinstance(value, str) else value
+            for info in component.param_info()
+            if (value := getattr(component, info.name)) != info.default and info.name != "source"
+        }
+        if component.name == CodeWorkflow.name:
+            changed["source"] = "(its own code)"
+        compact[slot] = {"name": component.name, **changed} if changed else component.name
+    return compact
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+class MetaStrategy(MctsStrategy):
+    """Meta agent search (ADAS): after `n_initial` covering designs, every proposal is written by
+    the meta agent from what the run has learnt, screened by the value model; when a reply holds
+    no valid new design, the proposal is mcts's. Without a `meta` agent it is mcts with a short
+    start (the run loop always hands it one)."""
+
+    def __init__(self, *, n_initial: int | None = 2, **kwargs: Any) -> None:
+        super().__init__(n_initial=n_initial, **kwargs)

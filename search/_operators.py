@@ -1,0 +1,134 @@
+"""The search's model-driven operators, prompt refinement and the meta agent, as a part of the
+search (`_loop._Search`): what they learn from comes from the archive, and every call they make
+and every design the meta agent writes are recorded there, their tokens in the run's totals (so
+against its budget), never in an agent's score.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+
+from agentdesign.archive import Archive, EvaluationRecord, RunRecord
+from agentdesign.components import AgentSpec, ChatModel, Completion
+from agentdesign.evaluators import Task
+from agentdesign.search._config import RunConfig
+from agentdesign.search._meta import MetaAgent, MetaOutcome
+from agentdesign.search._refine import Failure, PromptRefiner
+from agentdesign.search._space import SearchSpace
+
+__all__ = ["ModelOperators"]
+
+
+class ModelOperators:
+    """Builds the run's refiner and meta agent, and records what they do."""
+
+    archive: Archive
+    run: RunRecord
+    config: RunConfig
+    llm: ChatModel
+    space: SearchSpace
+    dev_tasks: tuple[Task, ...]
+
+    @abstractmethod
+    def _evaluate(
+        self,
+        spec: AgentSpec,
+        tasks: Sequence[Any],
+        split: str,
+        trial: optuna.Trial | optuna.trial.FrozenTrial | None,
+        *,
+        role: str = "candidate",
+    ) -> EvaluationRecord | None:
+        """Evaluates `spec` on `tasks`, as the search does (see `_loop._Search._evaluate`)."""
+
+    def _refiner(self, *, every: int) -> PromptRefiner:
+        return PromptRefiner(
+            llm=self.llm,
+            model=self.config.model,
+            failures=self._failures,
+            on_call=lambda completion: self._record_search_call(completion, "refinement"),
+            every=every,
+        )
+
+    def _meta_agent(self) -> MetaAgent:
+        model = self.config.meta_model or self.config.model
+        return MetaAgent(
+            llm=self.llm,
+            model=model,
+            space=self.space,
+            failures=self._failures if self.dev_tasks else None,
+            tokens_of=self._tokens_per_item,
+            on_call=lambda completion: self._record_search_call(completion, "meta", model=model),
+            record=self._record_proposal,
+            every=self.config.meta_period,
+            n_view=self.config.meta_view,
+            code=self.config.meta_code,
+        )
+
+    def _failures(self, spec: AgentSpec) -> list[Failure]:
+        """The development tasks `spec` scored below 1 on, with what it answered.
+
+        The development items are the run's own (see `dev_task_ids`): apart from the search items
+        every design is scored on and from the holdout, so a rewrite is never scored on the tasks
+        it learnt from. `spec` is scored on them first (archived, counted in the run's tokens,
+        never ranked).
+        """
+        evaluation = self._evaluate(spec, self.dev_tasks, "search", None, role="dev")
+        if evaluation is None:  # the budget ran out meanwhile
+            return []
+        tasks = {t.id: t for t in self.dev_tasks}
+        return [
+            Failure(question=tasks[i].question, output=r.output, expected=tasks[i].answer)
+            for i, r in self.archive.task_results(evaluation.id).items()
+            if r.score < 1.0
+        ]
+
+    def _tokens_per_item(self, spec_hash: str) -> float | None:
+        """A design's tokens per search item in this run, as the meta agent is shown them."""
+        for row in self.archive.leaderboard(run_name=self.run.name, limit=1000):
+            if row.agent_hash == spec_hash:
+                return (row.prompt_tokens + row.completion_tokens) / max(row.n_tasks, 1)
+        return None
+
+    def _record_search_call(
+        self, completion: Completion, purpose: str, *, model: str | None = None
+    ) -> None:
+        """A cached answer was paid for, and recorded, when this run first asked for it."""
+        if completion.cached:
+            return
+        self.archive.add_search_call(
+            run_name=self.run.name,
+            purpose=purpose,
+            model=model or self.config.model,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            cost=completion.cost,
+            latency_s=completion.latency_s,
+        )
+
+    def _record_proposal(self, outcome: MetaOutcome) -> None:
+        """Every design the meta agent wrote, with its fate; a valid one's spec is archived too,
+        so that a refused duplicate or a screened-out design can be looked at later."""
+        if outcome.spec is not None:  # with its lineage, which the trial's own add keeps
+            self.archive.add_agent(
+                spec=outcome.spec.to_dict(),
+                spec_hash=outcome.spec.spec_hash,
+                parent_hash=outcome.parents[0] if outcome.parents else None,
+                operator=outcome.operator,
+            )
+        self.archive.add_proposal(
+            run_name=self.run.name,
+            operator=outcome.operator,
+            parents=outcome.parents,
+            prompt=outcome.prompt,
+            response=outcome.response,
+            status=outcome.status,
+            reason=outcome.reason,
+            spec_hash=None if outcome.spec is None else outcome.spec.spec_hash,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+        )

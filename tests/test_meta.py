@@ -1,0 +1,403 @@
+"""Meta agent search: proposals parsed, validated against the space, refused with a reason,
+deduplicated, screened, recorded; and workflows written as code, run in the sandbox."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+from test_strategies import config, cot_is_right
+
+from agentdesign.archive import Archive
+from agentdesign.components import (
+    AgentDesignError,
+    AgentSpec,
+    LLMCallError,
+    Message,
+    build_agent,
+    check_workflow_source,
+)
+from agentdesign.components.testing import FakeChatModel
+from agentdesign.search import (
+    Budget,
+    Failure,
+    History,
+    MetaAgent,
+    MetaOutcome,
+    Observation,
+    SearchSpace,
+    parse_designs,
+    run_search,
+)
+
+MODEL = "fake/model"
+SPACE = SearchSpace(model=MODEL, grid=True)
+CODE_SPACE = SearchSpace(
+    model=MODEL,
+    grid=True,
+    choices={"workflow": ("single", "self_consistency", "code")},
+)
+# Designs of SPACE: each number on its grid
+BEST = AgentSpec.create(model=MODEL, reasoning={"name": "cot", "params": {"max_tokens": 576}})
+WORSE = AgentSpec.create(model=MODEL, reasoning={"name": "direct", "params": {"max_tokens": 256}})
+FAILED = [Failure(question="What is 17 + 25?", output="Answer: 41", expected="42")]
+RUN_CODE = """def run(question, agent):
+    first = agent.attempt(question)
+    return "Checked. Answer: " + first["answer"]
+"""
+
+
+def history(*specs: AgentSpec, scores: Sequence[float] = (0.8, 0.3)) -> History:
+    return History(
+        description="gsm8k: grade-school math",
+        observations=tuple(
+            Observation(spec=s, state="complete", score=score, n_items=6)
+            for s, score in zip(specs, scores, strict=False)
+        ),
+    )
+
+
+def meta(
+    reply: str | Callable[[Sequence[Message]], str],
+    *,
+    space: SearchSpace = SPACE,
+    **kwargs: object,
+) -> tuple[MetaAgent, list[MetaOutcome], FakeChatModel]:
+    outcomes: list[MetaOutcome] = []
+
+    def respond(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        return reply(messages) if callable(reply) else reply
+
+    llm = FakeChatModel(respond)
+    agent = MetaAgent(
+        llm=llm,
+        model=MODEL,
+        space=space,
+        failures=lambda spec: FAILED,
+        record=outcomes.append,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return agent, outcomes, llm
+
+
+def first_wins(specs: list[AgentSpec]) -> np.ndarray:
+    return -np.arange(len(specs), dtype=float)
+
+
+def propose(agent: MetaAgent, past: History | None = None) -> object:
+    past = past or history(BEST, WORSE)
+    fitness = {o.spec.spec_hash: float(o.score or 0.0) for o in past.complete}
+    return agent.propose(past, np.random.default_rng(0), fitness, first_wins)
+
+
+def test_designs_are_found_in_prose_fences_and_lists() -> None:
+    one = {"workflow": "single"}
+    assert parse_designs(json.dumps(one)) == [one]
+    assert parse_designs(f"Here:\n```json\n{json.dumps([one, one])}\n```\nDone.") == [one, one]
+    assert parse_designs("I think {not json} but then " + json.dumps(one)) == [one]
+    with pytest.raises(ValueError, match="no JSON design"):
+        parse_designs("Use self-consistency with five samples.")
+    with pytest.raises(ValueError, match="no JSON design"):
+        parse_designs("[1, 2, 3]")
+
+
+def test_a_valid_design_is_proposed_from_the_best_with_its_changes() -> None:
+    reply = json.dumps([{"workflow": {"name": "self_consistency", "n_samples": 4}}])
+    agent, outcomes, _ = meta(reply)
+    proposal = propose(agent)
+    assert proposal is not None
+    spec = proposal.spec  # type: ignore[attr-defined]
+    assert spec["workflow"].name == "self_consistency" and spec["workflow"].n_samples == 4
+    # exactly the design a trial enqueued with it rebuilds (every number on the grid)
+    assert SPACE.suggest(optuna.trial.FixedTrial(SPACE.trial_params(spec))) == spec
+    assert spec["reasoning"].name == "cot"  # copied from the best design shown
+    assert proposal.operator == "meta" and proposal.parents == (BEST.spec_hash,)  # type: ignore[attr-defined]
+    assert [o.status for o in outcomes] == ["accepted"]
+    assert outcomes[0].spec == spec and outcomes[0].prompt_tokens > 0
+
+
+def test_numbers_are_snapped_onto_the_space_grid() -> None:
+    reply = json.dumps(
+        {"workflow": {"name": "self_consistency", "n_samples": 40, "temperature": 0.33}}
+    )
+    agent, _, _ = meta(reply)
+    proposal = propose(agent)
+    assert proposal is not None
+    workflow = proposal.spec["workflow"]  # type: ignore[attr-defined]
+    assert SPACE.contains(proposal.spec)  # type: ignore[attr-defined]
+    assert workflow.n_samples == 8  # 40 clipped to the range 2-9, on the grid 2, 4, 6, 8
+    assert workflow.temperature == pytest.approx(0.375)  # grid 0.1, 0.375, 0.65, ...
+
+
+@pytest.mark.parametrize(
+    ("design", "reason"),
+    [
+        ({"workflow": "tree_of_thoughts"}, "not in the run's space"),
+        ({"brain": "big"}, "unknown slot"),
+        ({"workflow": {"name": "self_consistency", "n_votes": 3}}, "no parameter"),
+        ({"workflow": {"name": "self_consistency", "n_samples": "five"}}, "must be a number"),
+        ({"workflow": {"name": "self_consistency", "aggregate": "median"}}, "must be one of"),
+        ({"reasoning": {"name": "cot", "instruction": "Think hard."}}, "output format"),
+        (
+            {
+                "reasoning": {
+                    "name": "cot",
+                    "instruction": "Remember 42. End with 'Answer: <answer>'.",
+                }
+            },
+            "copies a shown task",
+        ),
+        ({"workflow": "code"}, "not in the run's space"),
+    ],
+)
+def test_an_invalid_design_is_refused_and_recorded_with_its_reason(
+    design: dict[str, object], reason: str
+) -> None:
+    agent, outcomes, _ = meta(json.dumps(design))
+    assert propose(agent) is None
+    assert [o.status for o in outcomes] == ["invalid"]
+    assert reason in (outcomes[0].reason or ""), outcomes[0].reason
+    assert outcomes[0].response == json.dumps(design) and outcomes[0].spec is None
+
+
+def test_a_reply_without_a_design_and_a_failed_call_are_recorded_as_failed() -> None:
+    agent, outcomes, _ = meta("I would use more samples.")
+    assert propose(agent) is None
+    assert [(o.status, o.reason) for o in outcomes] == [
+        ("failed", "the reply holds no JSON design")
+    ]
+
+    def fails(messages: Sequence[Message]) -> str:
+        raise LLMCallError("rate limited")
+
+    agent, outcomes, _ = meta(fails)
+    assert propose(agent) is None
+    assert outcomes[0].status == "failed" and "rate limited" in (outcomes[0].reason or "")
+
+
+def test_duplicates_of_the_run_and_of_the_reply_are_refused() -> None:
+    again = {"reasoning": {"name": "direct", "max_tokens": 250}}  # WORSE, which the run has
+    fresh = {"workflow": {"name": "self_consistency", "n_samples": 4}}
+    agent, outcomes, _ = meta(json.dumps([again, fresh, fresh]))
+    proposal = propose(agent)
+    assert proposal is not None
+    assert [o.status for o in outcomes] == ["duplicate", "accepted", "duplicate"]
+    assert outcomes[0].spec == WORSE and "the run" in (outcomes[0].reason or "")
+    assert "this reply" in (outcomes[2].reason or "")
+
+
+def test_the_value_model_screens_the_valid_designs_of_a_reply() -> None:
+    designs = [{"workflow": {"name": "self_consistency", "n_samples": n}} for n in (2, 4, 6)]
+    agent, outcomes, _ = meta(json.dumps(designs))
+    fitness = {BEST.spec_hash: 0.8, WORSE.spec_hash: 0.3}
+    proposal = agent.propose(
+        history(BEST, WORSE),
+        np.random.default_rng(0),
+        fitness,
+        lambda specs: np.array([float(s["workflow"].n_samples == 4) for s in specs]),
+    )
+    assert proposal is not None and proposal.spec["workflow"].n_samples == 4
+    assert [o.status for o in outcomes] == ["screened", "accepted", "screened"]
+    # the call's tokens are counted once, on its first outcome
+    assert outcomes[0].prompt_tokens > 0 and outcomes[1].prompt_tokens == 0
+
+
+def test_the_view_is_bounded_and_n_view_zero_shows_no_designs() -> None:
+    prompts: list[str] = []
+
+    def capture(messages: Sequence[Message]) -> str:
+        prompts.append(messages[-1]["content"])
+        return "{}"
+
+    many = [
+        AgentSpec.create(
+            model=MODEL,
+            workflow={"name": "self_consistency", "params": {"n_samples": 2 + i % 8}},
+            memory={"name": "few_shot", "params": {"k": 1 + i // 8}},
+        )
+        for i in range(64)
+    ]
+    scores = [i / 64 for i in range(64)]
+    for n_view in (2, 0):
+        agent, _, _ = meta(capture, n_view=n_view)
+        propose(agent, history(*many[:8], scores=scores[:8]))
+        propose(agent, history(*many, scores=scores))
+    small_eight, small_all, none_eight, none_all = prompts
+    assert len(small_all) < len(small_eight) * 1.2  # the view does not grow with the archive
+    assert small_all.count("score 0.") == 3  # two best, one contrast
+    assert "Designs tried" not in none_all and "Task:" not in none_all
+    assert len(none_all) == len(none_eight)
+    assert "score 0.98" in small_all  # the best design is shown first
+
+
+def test_bad_settings_are_one_clear_error() -> None:
+    with pytest.raises(AgentDesignError, match="n >= 1"):
+        meta("{}", every=0)
+    with pytest.raises(AgentDesignError, match="'code' workflow"):
+        meta("{}", code=True)
+
+
+# -- workflows written as code --------------------------------------------------------------------
+
+
+def test_a_code_workflow_is_proposed_from_a_python_block() -> None:
+    reply = f'{{"workflow": "code"}}\n```python\n{RUN_CODE}```'
+    agent, outcomes, _ = meta(reply, space=CODE_SPACE, code=True)
+    proposal = propose(agent)
+    assert proposal is not None, outcomes
+    assert proposal.operator == "meta-code"  # type: ignore[attr-defined]
+    assert proposal.spec["workflow"].source == RUN_CODE  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("def run(question, agent)\n    return 1\n", "does not parse"),
+        ("def solve(question, agent):\n    return 1\n", "defines no top-level function run"),
+        ("def run(question):\n    return 1\n", "two arguments"),
+    ],
+)
+def test_code_that_cannot_be_a_workflow_is_refused(code: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        check_workflow_source(code)
+    agent, outcomes, _ = meta(
+        f'{{"workflow": "code"}}\n```python\n{code}```', space=CODE_SPACE, code=True
+    )
+    assert propose(agent) is None
+    assert outcomes[0].status == "invalid" and reason in (outcomes[0].reason or "")
+
+
+def answers_42(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+    return "Adding up. Answer: 42"
+
+
+def test_a_code_workflow_runs_in_the_sandbox_through_the_channel() -> None:
+    code = """def run(question, agent):
+    first = agent.attempt(question)
+    check = agent.call([{"role": "user", "content": "Check: " + first["output"]}], max_tokens=9)
+    print("anything the program prints is not the answer")
+    return "Checked. Answer: " + first["answer"] + "!" + str(len(check))
+"""
+    spec = AgentSpec.create(model=MODEL, workflow={"name": "code", "params": {"source": code}})
+    llm = FakeChatModel(answers_42)
+    result = build_agent(spec, llm=llm).run("What is 17 + 25?")
+    assert result.answer == "42!21" and result.error is None
+    assert [(r.kind, r.role) for r in result.trace] == [
+        ("llm", "solver"),
+        ("llm", "workflow"),
+        ("tool", "code"),
+    ]
+    assert llm.calls[1].max_tokens == 9
+    assert result.trace[-1].isolation  # says what confined it
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("def run(question, agent):\n    while True:\n        pass\n", "timeout"),
+        (
+            "import socket\ndef run(question, agent):\n"
+            "    socket.create_connection(('10.0.0.1', 80))\n",
+            "violation",
+        ),
+        ("def run(question, agent):\n    return agent.tool('1 + 1')\n", "has no tool"),
+        ("def run(question, agent):\n    return agent.call('hello')\n", "non-empty list"),
+        ("raise ImportError('no numpy here')\ndef run(question, agent):\n    pass\n", "numpy"),
+    ],
+)
+def test_code_that_loops_breaks_the_rules_or_fails_gives_no_answer(code: str, error: str) -> None:
+    spec = AgentSpec.create(
+        model=MODEL, workflow={"name": "code", "params": {"source": code, "timeout_s": 2.0}}
+    )
+    result = build_agent(spec, llm=FakeChatModel(answers_42)).run("q")
+    assert result.answer == ""
+    assert error in (result.trace[-1].error or ""), result.trace[-1]
+
+
+def test_model_calls_of_code_count_against_the_task_budget() -> None:
+    code = """def run(question, agent):
+    while True:
+        agent.call([{"role": "user", "content": "again"}])
+"""
+    spec = AgentSpec.create(model=MODEL, workflow={"name": "code", "params": {"source": code}})
+    result = build_agent(spec, llm=FakeChatModel(answers_42)).run("q")
+    assert result.error_kind == "budget"
+    assert sum(r.kind == "llm" for r in result.trace) == 32  # TaskBudget.max_calls
+
+
+# -- in a run -------------------------------------------------------------------------------------
+
+
+def designs_and_answers(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+    """A model that, asked as the meta agent, writes two designs (one of them invalid) and a
+    workflow in code; asked as an agent, is right with chain of thought (see cot_is_right)."""
+    if messages[0]["content"].startswith("You design LLM agents"):
+        designs = [
+            {"workflow": "code", "reasoning": "cot"},
+            {"workflow": "tree_of_thoughts"},
+        ]
+        return json.dumps(designs) + f"\n```python\n{RUN_CODE}```"
+    return cot_is_right(model, messages, t, s)
+
+
+def test_a_meta_run_records_every_proposal_and_pays_for_its_calls(tmp_path: Path) -> None:
+    with Archive(str(tmp_path / "m.db")) as archive:
+        run_search(
+            archive,
+            config("meta", "meta", meta_code=True, budget=Budget(max_agents=5)),
+            llm=FakeChatModel(designs_and_answers),
+        )
+        proposals = archive.proposals("meta")
+        counts = archive.proposal_counts("meta")
+        assert counts["invalid"] >= 1 and counts["accepted"] == 1  # then a duplicate each time
+        assert counts["duplicate"] >= 1
+        accepted = archive.proposals("meta", status="accepted")[0]
+        agent = archive.get_agent(accepted.spec_hash)  # type: ignore[arg-type]
+        assert agent.operator == "meta-code" and agent.parent_hash == accepted.parents[0]
+        spec = AgentSpec.from_dict(agent.spec)
+        assert spec["workflow"].source == RUN_CODE  # the code went through the optuna trial intact
+        evaluation = next(
+            e for e in archive.run_evaluations("meta") if e.agent_hash == spec.spec_hash
+        )
+        assert evaluation.mean == 1.0  # the code workflow ran in the sandbox, cot inside it
+        invalid = next(p for p in proposals if p.status == "invalid")
+        assert "tree_of_thoughts" in (invalid.reason or "") and invalid.response
+        # every meta call is a search call: in the run's tokens, in no agent's
+        totals = archive.run_totals("meta")
+        assert totals.n_search_calls == len(
+            {(p.prompt, p.response, p.created_at) for p in proposals if p.prompt_tokens}
+        )
+        assert totals.prompt_tokens >= sum(p.prompt_tokens for p in proposals) + sum(
+            e.prompt_tokens for e in archive.run_evaluations("meta")
+        )
+
+
+def test_meta_calls_count_against_the_token_budget(tmp_path: Path) -> None:
+    def verbose_designer(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        if messages[0]["content"].startswith("You design LLM agents"):
+            return "word " * 5000 + "{}"
+        return cot_is_right(model, messages, t, s)
+
+    with Archive(str(tmp_path / "b.db")) as archive:
+        summary = run_search(
+            archive,
+            config("budget", "meta", budget=Budget(max_agents=20, max_tokens=12_000)),
+            llm=FakeChatModel(verbose_designer),
+        )
+        assert summary.stop_reason.endswith("tokens"), summary.stop_reason
+        totals = archive.run_totals("budget")
+        assert totals.n_search_calls >= 1
+        # the budget stopped the search although the agents' own tokens were far below it
+        agents_tokens = sum(
+            e.prompt_tokens + e.completion_tokens for e in archive.run_evaluations("budget")
+        )
+        assert agents_tokens < 12_000 <= totals.prompt_tokens + totals.completion_tokens
+
+
+def test_the_meta_agent_needs_a_value_guided_strategy() -> None:
+    with pytest.raises(AgentDesignError, match="the meta agent needs a value-guided strategy"):
+        config("x", "tpe", meta_every=2)
