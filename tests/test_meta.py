@@ -4,6 +4,8 @@ deduplicated, screened, recorded; and workflows written as code, run in the sand
 from __future__ import annotations
 
 import json
+import importlib.util
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,8 +22,10 @@ from agentdesign.components import (
     Message,
     build_agent,
     check_workflow_source,
+    render_standalone,
 )
 from agentdesign.components.testing import FakeChatModel
+from agentdesign.evaluators import examples_from_tasks, get_benchmark
 from agentdesign.search import (
     Budget,
     Failure,
@@ -373,6 +377,44 @@ def test_a_meta_run_records_every_proposal_and_pays_for_its_calls(tmp_path: Path
         )
         assert totals.prompt_tokens >= sum(p.prompt_tokens for p in proposals) + sum(
             e.prompt_tokens for e in archive.run_evaluations("meta")
+        )
+
+
+def test_a_code_workflow_exports_and_answers_as_in_the_archive(tmp_path: Path) -> None:
+    with Archive(str(tmp_path / "e.db")) as archive:
+        run_search(
+            archive,
+            config("export", "meta", meta_code=True, budget=Budget(max_agents=3)),
+            llm=FakeChatModel(designs_and_answers),
+        )
+        accepted = archive.proposals("export", status="accepted")[0]
+        spec = AgentSpec.from_dict(archive.get_agent(accepted.spec_hash).spec)  # type: ignore[arg-type]
+        evaluation = next(
+            e for e in archive.run_evaluations("export") if e.agent_hash == spec.spec_hash
+        )
+        recorded = archive.task_results(evaluation.id)
+    path = tmp_path / "code_agent.py"
+    gsm8k = get_benchmark("gsm8k")
+    path.write_text(
+        render_standalone(spec, train_examples=examples_from_tasks(gsm8k.train_examples()))
+    )
+    loaded = importlib.util.spec_from_file_location("code_agent", path)
+    assert loaded is not None and loaded.loader is not None
+    module = importlib.util.module_from_spec(loaded)
+    sys.modules["code_agent"] = module  # dataclasses look their module up while defining
+    loaded.loader.exec_module(module)
+    assert module.SPEC.to_json() == spec.to_json()  # the file carries the workflow's source
+    exported = module.Agent(
+        module.SPEC, llm=FakeChatModel(cot_is_right), train_examples=module.EXAMPLES
+    )
+    questions = {t.question: t.id for t in gsm8k.tasks()}
+    tasks = {task_id: q for q, task_id in questions.items() if task_id in recorded}
+    assert len(tasks) == len(recorded) > 0
+    for task_id, question in tasks.items():
+        result = exported.run(question)
+        assert (result.answer, result.output) == (
+            recorded[task_id].answer,
+            recorded[task_id].output,
         )
 
 
