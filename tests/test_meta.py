@@ -3,8 +3,8 @@ deduplicated, screened, recorded; and workflows written as code, run in the sand
 
 from __future__ import annotations
 
-import json
 import importlib.util
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
