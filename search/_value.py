@@ -2,8 +2,9 @@
 
 It screens candidate designs so that only the promising few get a real, slow evaluation; it never
 picks a winner (real scores do). Features are the design (one-hot components, scaled parameters,
-pairwise component interactions), hashed words of the benchmark description and the model string,
-so one model learns across benchmarks and a new benchmark starts warm.
+pairwise component interactions), hashed words and word pairs of the prompts a design rewrote (so
+rewritten and model-written designs can be screened), hashed words of the benchmark description
+and the model string, so one model learns across benchmarks and a new benchmark starts warm.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
 _TREE_SAMPLES = 512
 _TEXT_FEATURES = 32
 _MODEL_FEATURES = 8
+_PROMPT_FEATURES = 64
 # The z-value of a two-sided 95% interval: calibration counts real scores inside mean +- Z * std.
 _Z95 = 1.959964
 
@@ -130,16 +132,32 @@ def _param_features(info: ParamInfo, value: object) -> list[float]:
 
 
 @cache
-def _text_hasher(n_features: int) -> HashingVectorizer:
+def _text_hasher(n_features: int, ngrams: int = 1) -> HashingVectorizer:
     return HashingVectorizer(
-        n_features=n_features, alternate_sign=False, norm="l2", token_pattern=r"[A-Za-z0-9.]+"
+        n_features=n_features,
+        alternate_sign=False,
+        norm="l2",
+        token_pattern=r"[A-Za-z0-9.]+",
+        ngram_range=(1, ngrams),
+    )
+
+
+def _rewritten_text(spec: AgentSpec) -> str:
+    """The design's prompts (and workflow code) that differ from their component's default, each
+    after its parameter's name: empty for a design that rewrote none."""
+    return "\n".join(
+        f"{slot}__{info.name} {value}"
+        for slot in SLOTS
+        for info in spec[slot].param_info()
+        if info.kind == "text" and (value := getattr(spec[slot], info.name)) != info.default
     )
 
 
 def design_features(
     specs: Sequence[AgentSpec], descriptions: Sequence[str] | str = ""
 ) -> np.ndarray:
-    """One row per spec: components, parameters, component pairs, description and model words.
+    """One row per spec: components, parameters, component pairs, rewritten prompts' words and
+    word pairs, description and model words.
 
     `descriptions` is the benchmark's description, one for all specs or one per spec. A parameter
     of a component the spec does not use is 0, so it only matters under its component.
@@ -164,7 +182,11 @@ def design_features(
     models = {model: i for i, model in enumerate(dict.fromkeys(s.model for s in specs))}
     hashed_models = _text_hasher(_MODEL_FEATURES).transform(list(models)).toarray()
     model = hashed_models[[models[s.model] for s in specs]].reshape(len(specs), _MODEL_FEATURES)
-    return np.hstack([onehot, values, pairs, text, model])
+    prompts = [_rewritten_text(s) for s in specs]
+    rewritten = np.zeros((len(specs), _PROMPT_FEATURES))
+    if any(prompts):
+        rewritten = _text_hasher(_PROMPT_FEATURES, ngrams=2).transform(prompts).toarray()
+    return np.hstack([onehot, values, pairs, rewritten, text, model])
 
 
 def _one_blas_thread() -> AbstractContextManager[object]:
