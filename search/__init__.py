@@ -21,7 +21,14 @@ from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._evolution import EvolutionStrategy
 from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._mcts import MctsStrategy
-from agentdesign.search._meta import META_STATUSES, MetaAgent, MetaOutcome, parse_designs
+from agentdesign.search._meta import (
+    META_STATUSES,
+    MetaAgent,
+    MetaOutcome,
+    MetaStrategy,
+    item_front,
+    parse_designs,
+)
 from agentdesign.search._prior import labelled_from_archive
 from agentdesign.search._refine import Failure, PromptRefiner, Refinement
 from agentdesign.search._replay import (
@@ -67,6 +74,7 @@ __all__ = [
     "MctsStrategy",
     "MetaAgent",
     "MetaOutcome",
+    "MetaStrategy",
     "Observation",
     "OptunaStrategy",
     "PromptRefiner",
@@ -92,6 +100,7 @@ __all__ = [
     "evaluate_agent",
     "held_out_accuracy",
     "history_from_study",
+    "item_front",
     "labelled_from_archive",
     "load_search",
     "make_strategy",

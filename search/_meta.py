@@ -43,7 +43,14 @@ from agentdesign.search._mcts import MctsStrategy
 from agentdesign.search._refine import Failure, acceptable_rewrite, clip, leaks_failures
 from agentdesign.search._space import SearchSpace
 
-__all__ = ["META_STATUSES", "MetaAgent", "MetaOutcome", "MetaStrategy", "parse_designs"]
+__all__ = [
+    "META_STATUSES",
+    "MetaAgent",
+    "MetaOutcome",
+    "MetaStrategy",
+    "item_front",
+    "parse_designs",
+]
 
 # What became of a design the meta agent wrote: evaluated ("accepted"), valid but another one of
 # the same reply screened better ("screened"), refused ("invalid", "duplicate"), or no reply
@@ -110,8 +117,10 @@ class MetaAgent:
     `n_view` is how many of the run's best designs the model sees (0: none, and no failures
     either: it designs from the catalogue alone); half as many weaker ones are shown for contrast.
     `failures(spec)` gives tasks `spec` got wrong on development items; `tokens_of(hash)` a
-    design's tokens per item; `on_call` receives each completion (the run records its cost) and
-    `record` each outcome. A strategy holding it makes every `every`-th proposal a meta proposal.
+    design's tokens per item; `front()` the per-item Pareto front (each design best on at least
+    one search item, with how many), from which the parent is drawn as GEPA does; `on_call`
+    receives each completion (the run records its cost) and `record` each outcome. A strategy
+    holding it makes every `every`-th proposal a meta proposal.
     """
 
     def __init__(
@@ -122,6 +131,7 @@ class MetaAgent:
         space: SearchSpace,
         failures: Callable[[AgentSpec], Sequence[Failure]] | None = None,
         tokens_of: Callable[[str], float | None] | None = None,
+        front: Callable[[], Mapping[str, int]] | None = None,
         on_call: Callable[[Completion], None] | None = None,
         record: Callable[[MetaOutcome], None] | None = None,
         every: int = 1,
@@ -148,6 +158,7 @@ class MetaAgent:
         self.space = space
         self.failures = failures
         self.tokens_of = tokens_of
+        self.front = front
         self.on_call = on_call
         self.record = record
         self.every = every
@@ -225,10 +236,18 @@ class MetaAgent:
     def _view(
         self, history: History, rng: np.random.Generator, fitness: Mapping[str, float]
     ) -> list[_Shown]:
-        """The `n_view` fittest complete designs, then up to half as many drawn from the rest."""
+        """The parent to improve, then the fittest others up to `n_view`, then up to half as many
+        drawn from the rest. The parent is the fittest design, or with `front` GEPA's choice: a
+        design best on some search item, drawn in proportion to how many items it is best on."""
         if not self.n_view:
             return []
         ranked = sorted(history.complete, key=lambda o: -fitness.get(o.spec.spec_hash, 0.0))
+        wins = dict(self.front()) if self.front is not None else {}
+        on_front = [o for o in ranked if wins.get(o.spec.spec_hash, 0) > 0]
+        if on_front:
+            odds = np.array([wins[o.spec.spec_hash] for o in on_front], dtype=float)
+            parent = on_front[int(rng.choice(len(on_front), p=odds / odds.sum()))]
+            ranked = [parent, *(o for o in ranked if o is not parent)]
         rest = ranked[self.n_view :]
         n_contrast = min(len(rest), max(1, self.n_view // 2))
         drawn = sorted(rng.choice(len(rest), size=n_contrast, replace=False)) if rest else []
@@ -254,7 +273,10 @@ class MetaAgent:
     def _prompt(self, description: str, shown: Sequence[_Shown], failed: Sequence[Failure]) -> str:
         parts = [f"Benchmark: {description}", "Components (parameter ranges):", self._catalogue()]
         if shown:
-            parts.append("Designs tried, best first (search score on its items, tokens per item):")
+            parts.append(
+                "Designs tried: 1 is the one to improve, then the best others, then weaker ones "
+                "(search score on its items, tokens per item):"
+            )
             parts += [f"{n}. {_shown_line(s)}" for n, s in enumerate(shown, start=1)]
         if failed:
             parts.append("Tasks design 1 got wrong:")
@@ -430,6 +452,26 @@ class MetaAgent:
                 raise ValueError(f"{where} must be finite")
             return self.space.snap(slot, info, value)
         return value  # the component's own checks refuse a wrong choice, bool or type
+
+
+def item_front(scores: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
+    """GEPA's per-instance Pareto front: each design (by hash) that scores best on at least one
+    item, with how many items; items no design scores on are left out, and so is a design whose
+    items are a strict subset of another's (it is dominated)."""
+    wins: dict[str, set[str]] = {}
+    items = {item for by_item in scores.values() for item in by_item}
+    for item in items:
+        best = max(by_item.get(item, 0.0) for by_item in scores.values())
+        if best <= 0:
+            continue
+        for design, by_item in scores.items():
+            if by_item.get(item, 0.0) == best:
+                wins.setdefault(design, set()).add(item)
+    return {
+        design: len(won)
+        for design, won in wins.items()
+        if not any(won < other for other in wins.values())
+    }
 
 
 def parse_designs(text: str) -> list[dict[str, Any]]:

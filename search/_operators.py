@@ -16,7 +16,7 @@ from agentdesign.archive import Archive, EvaluationRecord, RunRecord
 from agentdesign.components import AgentSpec, ChatModel, Completion
 from agentdesign.evaluators import Task
 from agentdesign.search._config import RunConfig
-from agentdesign.search._meta import MetaAgent, MetaOutcome
+from agentdesign.search._meta import MetaAgent, MetaOutcome, item_front
 from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
 
@@ -62,6 +62,7 @@ class ModelOperators:
             space=self.space,
             failures=self._failures if self.dev_tasks else None,
             tokens_of=self._tokens_per_item,
+            front=self._item_front,
             on_call=lambda completion: self._record_search_call(completion, "meta", model=model),
             record=self._record_proposal,
             every=self.config.meta_period,
@@ -86,6 +87,19 @@ class ModelOperators:
             for i, r in self.archive.task_results(evaluation.id).items()
             if r.score < 1.0
         ]
+
+    def _item_front(self) -> dict[str, int]:
+        """The per-item Pareto front of the run's fully scored designs (see `item_front`)."""
+        rows = self.archive.leaderboard(run_name=self.run.name, limit=1000)
+        return item_front(
+            {
+                row.agent_hash: {
+                    task: result.score
+                    for task, result in self.archive.task_results(row.evaluation_id).items()
+                }
+                for row in rows
+            }
+        )
 
     def _tokens_per_item(self, spec_hash: str) -> float | None:
         """A design's tokens per search item in this run, as the meta agent is shown them."""

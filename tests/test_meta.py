@@ -34,6 +34,7 @@ from agentdesign.search import (
     MetaOutcome,
     Observation,
     SearchSpace,
+    item_front,
     parse_designs,
     run_search,
 )
@@ -443,3 +444,27 @@ def test_meta_calls_count_against_the_token_budget(tmp_path: Path) -> None:
 def test_the_meta_agent_needs_a_value_guided_strategy() -> None:
     with pytest.raises(AgentDesignError, match="the meta agent needs a value-guided strategy"):
         config("x", "tpe", meta_every=2)
+
+
+def test_the_per_item_front_keeps_designs_best_somewhere_and_drops_dominated_ones() -> None:
+    scores = {
+        "a": {"1": 1.0, "2": 1.0, "3": 0.0, "4": 0.0},
+        "b": {"1": 1.0, "2": 0.0, "3": 1.0, "4": 0.0},  # the only one right on item 3
+        "c": {"1": 1.0, "2": 1.0, "3": 0.0, "4": 0.0},  # ties with a: both stay
+        "d": {"1": 1.0, "2": 0.0, "3": 0.0, "4": 0.0},  # best only where a is: dominated
+    }
+    assert item_front(scores) == {"a": 2, "b": 2, "c": 2}  # item 4: nobody scores, left out
+
+
+def test_the_parent_is_drawn_from_the_front() -> None:
+    parents = set()
+    for seed in range(12):
+        agent, outcomes, _ = meta(
+            json.dumps({"workflow": {"name": "self_consistency", "n_samples": 4}}),
+            front=lambda: {WORSE.spec_hash: 3, BEST.spec_hash: 1},
+        )
+        past = history(BEST, WORSE)
+        fitness = {BEST.spec_hash: 0.8, WORSE.spec_hash: 0.3}
+        agent.propose(past, np.random.default_rng(seed), fitness, first_wins)
+        parents.add(outcomes[0].parents)
+    assert parents == {(BEST.spec_hash,), (WORSE.spec_hash,)}  # the weaker mean is drawn too
