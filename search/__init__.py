@@ -13,6 +13,7 @@ from agentdesign.search._base import (
     ask_trial,
     crossover,
     history_from_study,
+    merge_prompts,
     mutate,
     pairwise_design,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "labelled_from_archive",
     "load_search",
     "make_strategy",
+    "merge_prompts",
     "mutate",
     "pairwise_design",
     "parse_designs",

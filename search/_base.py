@@ -29,6 +29,7 @@ __all__ = [
     "Strategy",
     "crossover",
     "history_from_study",
+    "merge_prompts",
     "mutate",
     "pairwise_design",
     "report_items",
@@ -261,6 +262,22 @@ def crossover(
     else:
         taken = list(rng.choice(list(SLOTS), size=n_slots, replace=False))
     return AgentSpec(model=a.model, components={s: (b if s in taken else a)[s] for s in SLOTS})
+
+
+def merge_prompts(a: AgentSpec, b: AgentSpec) -> AgentSpec:
+    """`a` with the prompts (and workflow code) `b` rewrote, wherever `a` has the same component
+    with that text still at its default: GEPA's merge, which joins the modules two lines of
+    descent improved apart. `a` itself when there is nothing to take."""
+    taken = {
+        f"{slot}__{info.name}": theirs
+        for slot in SLOTS
+        if a[slot].name == b[slot].name
+        for info in a[slot].param_info()
+        if info.kind == "text"
+        and (theirs := getattr(b[slot], info.name)) != info.default
+        and getattr(a[slot], info.name) == info.default
+    }
+    return a.set_params(**taken) if taken else a
 
 
 def pairwise_design(space: SearchSpace, rng: np.random.Generator) -> list[AgentSpec]:

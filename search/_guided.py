@@ -20,6 +20,7 @@ from agentdesign.search._base import (
     Proposal,
     Strategy,
     crossover,
+    merge_prompts,
     mutate,
     pairwise_design,
     softmax,
@@ -211,6 +212,14 @@ class GuidedStrategy(Strategy):
                 children.append(
                     Proposal(
                         spec=mutate(a, self.space, rng), parents=(a.spec_hash,), operator=operator
+                    )
+                )
+            elif operator == "merge":  # the prompts one good design rewrote, into another
+                children.append(
+                    Proposal(
+                        spec=merge_prompts(a, b),
+                        parents=(a.spec_hash, b.spec_hash),
+                        operator=operator,
                     )
                 )
             elif operator == "recombination":  # one whole component from another good design

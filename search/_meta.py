@@ -525,5 +525,8 @@ class MetaStrategy(MctsStrategy):
     no valid new design, the proposal is mcts's. Without a `meta` agent it is mcts with a short
     start (the run loop always hands it one)."""
 
+    # mcts's operators, and GEPA's merge of the prompts two designs rewrote apart
+    operators = (("mutation", 0.35), ("recombination", 0.35), ("merge", 0.1), ("sample", 0.2))
+
     def __init__(self, *, n_initial: int | None = 2, **kwargs: Any) -> None:
         super().__init__(n_initial=n_initial, **kwargs)

@@ -35,6 +35,7 @@ from agentdesign.search import (
     Observation,
     SearchSpace,
     item_front,
+    merge_prompts,
     parse_designs,
     run_search,
 )
@@ -468,3 +469,13 @@ def test_the_parent_is_drawn_from_the_front() -> None:
         agent.propose(past, np.random.default_rng(seed), fitness, first_wins)
         parents.add(outcomes[0].parents)
     assert parents == {(BEST.spec_hash,), (WORSE.spec_hash,)}  # the weaker mean is drawn too
+
+
+def test_merge_takes_the_prompts_the_other_parent_rewrote() -> None:
+    hint = "Reason step by step. Check every sum twice. End with 'Answer: <answer>'."
+    mine = BEST
+    theirs = BEST.set_params(reasoning__instruction=hint)
+    merged = merge_prompts(mine, theirs)
+    assert merged["reasoning"].instruction == hint
+    assert merge_prompts(theirs, mine) == theirs  # nothing rewritten to take
+    assert merge_prompts(mine, WORSE) == mine  # other components: nothing to take
