@@ -57,6 +57,7 @@ __all__ = [
 # ("failed": the call failed or held no design).
 META_STATUSES = ("accepted", "screened", "invalid", "duplicate", "failed")
 
+_KEEP = object()  # a parameter's value that is refused but repairable: the default stays
 _FENCED_CODE = re.compile(r"```python\n(.*?)```", re.DOTALL)
 _DOC_CHARS = 70  # of a component's description in the catalogue
 _SHOWN_PROMPT_CHARS = 300  # of a rewritten prompt in a shown design
@@ -66,8 +67,9 @@ _SYSTEM = (
     "workflow, planning, reasoning, memory, tool, reflection. Reply with a JSON list of up to "
     "{n} new designs. Each design is an object with a key for each slot you set, for example "
     '{{"workflow": {{"name": "self_consistency", "n_samples": 5}}, "reasoning": "cot"}}. '
-    "Slots you leave out are copied from the best design shown. Use only the components and "
-    "parameter ranges listed. A component's text parameter (a prompt) may be given a new text; "
+    "Slots you leave out are copied from the design to improve. Each slot takes only the "
+    "components listed for it, and a component only the parameters listed after it, in their "
+    "ranges. A component's text parameter (a prompt) may be given a new text; "
     "keep every phrase in single quotes exactly, since replies are parsed by them.{code}"
 )
 _CODE_HELP = (
@@ -337,8 +339,9 @@ class MetaAgent:
         outcomes: list[MetaOutcome] = []
         seen: set[str] = set()
         for design in designs[: self.n_designs]:
+            notes: list[str] = []
             try:
-                spec = self._build(design, parent, failed, code.group(1) if code else None)
+                spec = self._build(design, parent, failed, code.group(1) if code else None, notes)
             except ValueError as exc:
                 outcomes.append(outcome("invalid", str(exc)))
                 continue
@@ -347,7 +350,8 @@ class MetaAgent:
                 outcomes.append(outcome("duplicate", f"{where} has this design already", spec=spec))
                 continue
             seen.add(spec.spec_hash)
-            outcomes.append(outcome("accepted", None, spec=spec))
+            repaired = f"repaired: {'; '.join(notes)}" if notes else None
+            outcomes.append(outcome("accepted", repaired, spec=spec))
         if len(designs) > self.n_designs:
             outcomes.append(
                 outcome(
@@ -364,8 +368,15 @@ class MetaAgent:
         parent: AgentSpec | None,
         failed: Sequence[Failure],
         source: str | None,
+        notes: list[str],
     ) -> AgentSpec:
-        """The design as a spec of the space; ValueError (a one-line reason) if it is not one."""
+        """The design as a spec of the space; ValueError (a one-line reason) if it is not one.
+
+        What a small model commonly gets wrong but does not change what it asked for is repaired
+        and noted in `notes`: a parameter the component does not have is left out, a new prompt
+        that drops its output format or copies a shown task keeps its original text, a name's
+        case is corrected. A component the space does not hold, or a value of the wrong kind, is
+        refused."""
         unknown = sorted(set(design) - set(SLOTS))
         if unknown:
             raise ValueError(f"unknown slot(s) {', '.join(unknown)} (slots: {', '.join(SLOTS)})")
@@ -379,7 +390,7 @@ class MetaAgent:
                     raise ValueError(f"{slot} must be set: '{inherited.name}' is not in the space")
                 components[slot] = inherited
                 continue
-            components[slot] = self._component(slot, raw, failed, source)
+            components[slot] = self._component(slot, raw, failed, source, notes)
         spec = self._on_grid(AgentSpec(model=self.space.model, components=components))
         if not self.space.contains(spec):
             raise ValueError("the design is outside the run's space")
@@ -396,12 +407,22 @@ class MetaAgent:
         }
         return spec.set_params(**snapped) if snapped else spec
 
-    def _component(self, slot: str, raw: Any, failed: Sequence[Failure], source: str | None) -> Any:
+    def _component(
+        self,
+        slot: str,
+        raw: Any,
+        failed: Sequence[Failure],
+        source: str | None,
+        notes: list[str],
+    ) -> Any:
         if isinstance(raw, str):
             raw = {"name": raw}
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
             raise ValueError(f"{slot} needs a component name, got {clip(repr(raw), 80)}")
         name = raw["name"]
+        by_case = {n.lower(): n for n in self.space.components(slot)}
+        if name not in by_case.values() and name.lower() in by_case:
+            name = by_case[name.lower()]
         if name not in self.space.components(slot):
             raise ValueError(
                 f"{slot} '{name}' is not in the run's space "
@@ -413,10 +434,12 @@ class MetaAgent:
         infos = {info.name: info for info in cls.param_info()}
         unknown = sorted(set(given) - set(infos))
         if unknown:
-            raise ValueError(f"{slot} '{name}' has no parameter(s) {', '.join(unknown)}")
+            notes.append(f"{slot} '{name}' has no parameter(s) {', '.join(unknown)}: left out")
         params: dict[str, Any] = {}
         for key, value in given.items():
-            params[key] = self._value(slot, name, infos[key], value, failed)
+            if key in infos:
+                params[key] = self._value(slot, name, infos[key], value, failed, notes)
+        params = {k: v for k, v in params.items() if v is not _KEEP}
         if name == CodeWorkflow.name and slot == "workflow":
             if source is None:
                 raise ValueError("the code workflow needs a ```python block defining run")
@@ -427,23 +450,32 @@ class MetaAgent:
             raise ValueError(str(exc)) from None
 
     def _value(
-        self, slot: str, name: str, info: ParamInfo, value: Any, failed: Sequence[Failure]
+        self,
+        slot: str,
+        name: str,
+        info: ParamInfo,
+        value: Any,
+        failed: Sequence[Failure],
+        notes: list[str],
     ) -> Any:
+        """The value the design gets, or _KEEP for the component's default (noted)."""
         where = f"{slot}__{info.name} ({name})"
         if info.kind == "text":
-            if info.name == "source":
+            if info.code:
                 raise ValueError("the workflow's code goes in a ```python block, not in the JSON")
             if not isinstance(value, str):
                 raise ValueError(f"{where} must be a text")
             if value != info.default and not acceptable_rewrite(
                 info.default, value, self.max_prompt_chars
             ):
-                raise ValueError(
-                    f"{where}: the new prompt drops the original's quoted output format, is "
-                    f"empty or is over {self.max_prompt_chars} characters"
+                notes.append(
+                    f"{where}: the new prompt dropped the original's quoted output format, was "
+                    f"empty or was over {self.max_prompt_chars} characters: original kept"
                 )
+                return _KEEP
             if leaks_failures(info.default, value, failed):
-                raise ValueError(f"{where}: the new prompt copies a shown task or its answer")
+                notes.append(f"{where}: the new prompt copied a shown task: original kept")
+                return _KEEP
             return value
         if info.kind in ("int", "float") and info.searchable:
             if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -144,19 +144,8 @@ def test_numbers_are_snapped_onto_the_space_grid() -> None:
     [
         ({"workflow": "tree_of_thoughts"}, "not in the run's space"),
         ({"brain": "big"}, "unknown slot"),
-        ({"workflow": {"name": "self_consistency", "n_votes": 3}}, "no parameter"),
         ({"workflow": {"name": "self_consistency", "n_samples": "five"}}, "must be a number"),
         ({"workflow": {"name": "self_consistency", "aggregate": "median"}}, "must be one of"),
-        ({"reasoning": {"name": "cot", "instruction": "Think hard."}}, "output format"),
-        (
-            {
-                "reasoning": {
-                    "name": "cot",
-                    "instruction": "Remember 42. End with 'Answer: <answer>'.",
-                }
-            },
-            "copies a shown task",
-        ),
         ({"workflow": "code"}, "not in the run's space"),
     ],
 )
@@ -168,6 +157,31 @@ def test_an_invalid_design_is_refused_and_recorded_with_its_reason(
     assert [o.status for o in outcomes] == ["invalid"]
     assert reason in (outcomes[0].reason or ""), outcomes[0].reason
     assert outcomes[0].response == json.dumps(design) and outcomes[0].spec is None
+
+
+def test_slips_of_a_small_model_are_repaired_and_noted() -> None:
+    design = {
+        "workflow": {"name": "Self_Consistency", "n_samples": 4, "n_votes": 3},
+        "reasoning": {"name": "cot", "instruction": "Think hard."},  # drops 'Answer: <answer>'
+        "planning": {"name": "none", "instruction": "Remember 42. 'Answer: <answer>'"},
+    }
+    agent, outcomes, _ = meta(json.dumps(design))
+    proposal = propose(agent)
+    assert proposal is not None
+    spec = proposal.spec  # type: ignore[attr-defined]
+    assert spec["workflow"].name == "self_consistency" and spec["workflow"].n_samples == 4
+    assert spec["reasoning"].instruction == BEST["reasoning"].instruction  # original kept
+    reason = outcomes[0].reason or ""
+    assert outcomes[0].status == "accepted" and reason.startswith("repaired: ")
+    assert "n_votes" in reason and "output format" in reason and "planning 'none'" in reason
+
+
+def test_a_leaking_prompt_keeps_its_original() -> None:
+    leak = "Remember 42. End with 'Answer: <answer>'."
+    agent, outcomes, _ = meta(json.dumps({"reasoning": {"name": "cot", "instruction": leak}}))
+    proposal = propose(agent)
+    assert proposal is None  # the repaired design is BEST itself, which the run has
+    assert outcomes[0].status == "duplicate"
 
 
 def test_a_reply_without_a_design_and_a_failed_call_are_recorded_as_failed() -> None:
