@@ -1,5 +1,6 @@
 """The archive's queries: records by key, task results, leaderboards, the Pareto front, a run's
-totals, evaluations and meta agent proposals, and an agent's lineage. None of them writes.
+totals (its search calls by purpose too), evaluations and meta agent proposals, and an agent's
+lineage. None of them writes.
 """
 
 from __future__ import annotations
@@ -170,6 +171,30 @@ class Queries(ArchiveEngine):
             wall_s=float(wall),
             n_search_calls=int(n_calls),
         )
+
+    def search_call_totals(self, run_name: str) -> dict[str, tuple[int, int, int, float]]:
+        """The model calls the search made for the run itself, by purpose ("meta", "refinement"):
+        purpose -> (calls, prompt tokens, completion tokens, cost), purposes in order, summed in
+        SQL. Together they are the search calls `run_totals` counts; a purpose never used is
+        absent."""
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            query = (
+                sql_select(
+                    col(SearchCallRow.purpose),
+                    func.count(col(SearchCallRow.id)),
+                    func.coalesce(func.sum(SearchCallRow.prompt_tokens), 0),
+                    func.coalesce(func.sum(SearchCallRow.completion_tokens), 0),
+                    func.coalesce(func.sum(SearchCallRow.cost), 0.0),
+                )
+                .where(col(SearchCallRow.run_id) == run.id)
+                .group_by(col(SearchCallRow.purpose))
+                .order_by(col(SearchCallRow.purpose))
+            )
+            return {
+                str(purpose): (int(n), int(prompt), int(completion), float(cost))
+                for purpose, n, prompt, completion, cost in session.execute(query)
+            }
 
     def pareto(
         self,

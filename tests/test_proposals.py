@@ -178,6 +178,38 @@ def test_proposal_tokens_are_not_counted_twice(archive: Archive) -> None:
     assert totals.n_search_calls == 1 and totals.n_agents == before.n_agents
 
 
+def test_search_calls_are_summed_by_purpose(archive: Archive) -> None:
+    """What the meta agent spent, apart from refinements: the purposes add up to the totals."""
+    _create_run(archive)
+    _create_run(archive, "run-2")
+    _evaluated(archive, "a", 0.5, run_name="run-1")
+    assert archive.search_call_totals("run-1") == {}  # no search call yet: no purpose
+    for run_name, purpose, prompt, completion, cost in (
+        ("run-1", "meta", 100, 20, 0.25),
+        ("run-1", "refinement", 7, 3, 0.0),
+        ("run-1", "meta", 50, 10, 0.5),
+        ("run-2", "meta", 1000, 1000, 1.0),  # another run's
+    ):
+        archive.add_search_call(
+            run_name=run_name,
+            purpose=purpose,
+            model="m",
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cost=cost,
+            latency_s=1.0,
+        )
+    by_purpose = archive.search_call_totals("run-1")
+    assert by_purpose == {"meta": (2, 150, 30, 0.75), "refinement": (1, 7, 3, 0.0)}
+    assert list(by_purpose) == ["meta", "refinement"]
+    totals = archive.run_totals("run-1")
+    assert totals.n_search_calls == sum(n for n, _, _, _ in by_purpose.values())
+    evaluation = archive.run_evaluations("run-1")[0]
+    assert totals.prompt_tokens == evaluation.prompt_tokens + 157
+    assert archive.search_call_totals("run-2") == {"meta": (1, 1000, 1000, 1.0)}
+    _one_line_error(lambda: archive.search_call_totals("ghost"), "no run named 'ghost'")
+
+
 def test_a_schema_6_archive_is_upgraded_and_keeps_its_data(archive_url: str) -> None:
     """An archive as schema 6 left it (no ad_proposal, stamped 0006) opens as schema 7."""
     with Archive(archive_url) as archive:

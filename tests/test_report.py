@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from test_meta import designs_and_answers
+from test_strategies import config
 
 from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec, Message
@@ -89,6 +92,7 @@ def test_a_full_run_has_every_section_and_plot_and_embeds_plotly_once(page: str)
     assert_self_contained(page)
     for section in SECTIONS:
         assert f'<section id="{section}">' in page, section
+    assert 'id="meta-agent"' not in page and "meta agent" not in page  # no meta agent, no section
     for plot in PLOTS:
         assert f'id="plot-{plot}"' in page, plot
     assert 'class="skip"' not in page  # every plot had what it needs
@@ -189,5 +193,112 @@ def test_a_bare_run_says_what_is_missing_instead_of_failing(
     assert "no winner recorded yet" in page
     assert "No baseline scored on the holdout yet" in page
     assert "Not enough designs to judge the value model" in page
+    assert 'id="meta-agent"' not in page and "<details>" not in page
     if len(designs) == 2:  # the leader, bred from the other design and an unscored partner
         assert "not scored in this run" in page and '"text":"crossover"' in page
+
+
+# -- the meta agent -------------------------------------------------------------------------------
+
+# Model-written text with markup in it: the report must show it as text, never as HTML.
+INJECTED = '<b id="injected">bold & "quoted"</b>'
+
+
+def marked_up(model: str, messages: Sequence[Message], temperature: float, seed: int | None) -> str:
+    """`designs_and_answers`, its meta agent replies opening with markup."""
+    reply = designs_and_answers(model, messages, temperature, seed)
+    return f"{INJECTED}\n{reply}" if messages[0]["content"].startswith("You design") else reply
+
+
+def meta_report(factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The report of a short meta run (code workflows on) on the fake model, and its archive:
+    one proposal accepted, one invalid. Made once a session, for this module and the browser's."""
+    directory = factory.getbasetemp() / "meta-report"
+    path, database = directory / "report.html", directory / "meta.db"
+    if path.exists():
+        return path, database
+    directory.mkdir()
+    with Archive(str(database)) as archive:
+        run_search(
+            archive,
+            config("meta", "meta", meta_code=True, budget=Budget(max_agents=3)),
+            llm=FakeChatModel(marked_up),
+        )
+        write_report(archive, "meta", path)
+    return path, database
+
+
+def section(page: str, anchor: str) -> str:
+    return page.split(f'<section id="{anchor}">')[1].split("</section>")[0]
+
+
+def test_a_meta_run_shows_every_proposal_its_fate_and_what_its_calls_cost(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    path, database = meta_report(tmp_path_factory)
+    page = path.read_text(encoding="utf-8")
+    with Archive(str(database)) as archive:
+        proposals = archive.proposals("meta")
+        counts = archive.proposal_counts("meta")
+        n_calls, prompt, completion, _ = archive.search_call_totals("meta")["meta"]
+        winner = archive.get_run("meta").winner_hash
+    assert_self_contained(page)
+    meta = section(page, "meta-agent")
+    assert counts["accepted"] == 1 and counts["invalid"] == 1
+    assert f"<b>{sum(counts.values())}</b> proposals" in meta
+    for status, n in counts.items():
+        assert f'<span class="tag {status}">{status}</span> {n}' in meta, status
+    assert f"spent <b>{prompt + completion:,}</b> tokens ({prompt:,} prompt" in meta
+    assert n_calls >= 1 and prompt > 0
+    # one row a proposal, newest last, a refused one with its reason
+    rows = meta.split("<tbody>")[1].split("<tr>")[1:]
+    assert len(rows) == len(proposals)
+    for row, proposal in zip(rows, proposals, strict=True):
+        assert f'<span class="tag {proposal.status}">' in row
+        assert f"<code>{proposal.operator}</code>" in row
+    invalid = next(p for p in proposals if p.status == "invalid")
+    assert "tree_of_thoughts" in (invalid.reason or "")
+    assert html.escape(invalid.reason or "") in meta
+    # the model's text, escaped and folded away: shown once for the reply its designs share
+    assert INJECTED not in page and 'id="injected"' not in page
+    assert html.escape(INJECTED) in meta
+    assert meta.count("<details>") == 2 and "<details open" not in meta
+    assert "the prompt and response of #1" in meta
+    # the design it made links to its leaderboard row, and the lineage names its operator
+    accepted = next(p for p in proposals if p.status == "accepted")
+    assert accepted.spec_hash == winner and accepted.spec_hash is not None
+    assert f'<a href="#design-{winner}">' in meta
+    assert f'<tr id="design-{winner}">' in section(page, "leaderboard")
+    lineage = section(page, "lineage")
+    assert '"text":"meta-code"' in lineage and "written by the meta agent" in lineage
+
+
+def test_long_texts_are_clipped_and_old_proposals_summarised(tmp_path: Path) -> None:
+    """Written by hand: many proposals, each its own call, one prompt far past the clip."""
+    path = tmp_path / "many.html"
+    with Archive(str(tmp_path / "many.db")) as archive:
+        hand_run(archive, "many", {"single": [0.5, 1.0]})
+        for i in range(205):
+            archive.add_proposal(
+                run_name="many",
+                operator="meta",
+                parents=[],
+                prompt=("p" * 10_000) if i == 204 else f"prompt {i}",
+                response=f"</pre><script>alert({i})</script>",
+                status="failed" if i % 2 else "duplicate",
+                reason=f"<i>reason {i}</i>",
+                spec_hash=None,
+                prompt_tokens=10,
+                completion_tokens=5,
+            )
+        write_report(archive, "many", path)
+    page = path.read_text(encoding="utf-8")
+    meta = section(page, "meta-agent")
+    assert "<b>205</b> proposals" in meta
+    assert "5 older proposals not listed." in meta
+    rows = meta.split("<tbody>")[1].split("<tr>")[1:]
+    assert len(rows) == 200 and rows[0].startswith("<td>6</td>")  # the newest 200, oldest first
+    assert rows[-1].startswith("<td>205</td>") and "6,000 more characters cut" in rows[-1]
+    assert "<script>alert" not in page and "<i>reason" not in page
+    assert "&lt;/pre&gt;&lt;script&gt;alert(204)" in rows[-1] and "&lt;i&gt;reason 204" in rows[-1]
+    assert "spent <b>0</b> tokens" in meta  # no search call recorded: nothing the section invents

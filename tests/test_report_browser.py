@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import pytest
-from test_report import PLOTS, searched_report
+from test_report import INJECTED, PLOTS, meta_report, searched_report
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, Route
@@ -117,3 +117,39 @@ def test_the_report_renders_every_plot_offline_without_errors(
         assert variance > 50, f"plot {plot} looks blank (grey-level variance {variance:.1f})"
     variance = page.evaluate(PIXEL_VARIANCE, base64.b64encode(screenshot).decode())
     assert variance > 50, f"the page looks blank (grey-level variance {variance:.1f})"
+
+
+def test_the_meta_agents_text_is_folded_text_not_markup(
+    chromium: Browser, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The meta agent's prompts and responses are model-written: in the page they are text in
+    closed <details>, whatever markup they hold; opening one shows the text as the model wrote
+    it."""
+    report, _ = meta_report(tmp_path_factory)
+    page = chromium.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    def offline(route: Route) -> None:
+        if route.request.url.startswith(("file:", "data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            route.abort()
+
+    page.on("console", console)
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.route("**/*", offline)
+    page.goto(report.as_uri(), wait_until="load")
+    folded = page.locator("#meta-agent details")
+    assert folded.count() == 2
+    assert page.evaluate("document.querySelectorAll('#meta-agent details[open]').length") == 0
+    assert page.locator("#injected").count() == 0
+    response = folded.nth(1)
+    assert not response.locator("pre").is_visible()
+    response.locator("summary").click()
+    assert response.locator("pre").is_visible()
+    assert response.locator("pre").inner_text().startswith(INJECTED)
+    assert errors == [], errors

@@ -1,8 +1,9 @@
 """`agentdesign report`: one self-contained HTML page per run that opens offline, anywhere.
 
 The verdict comes first (the winner against the baselines on unseen items), then the leaderboard
-and six interactive plotly figures. plotly.js is inlined once, so the file needs no network and
-can be mailed or archived next to the database; hovering a point shows the design behind it.
+and six interactive plotly figures, and, when the run had a meta agent, what it proposed. plotly.js
+is inlined once, so the file needs no network and can be mailed or archived next to the database;
+hovering a point shows the design behind it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from agentdesign.archive import AgentRecord, Archive, ArchiveError, LeaderboardRow, RunRecord
+from agentdesign.archive import (
+    AgentRecord,
+    Archive,
+    ArchiveError,
+    LeaderboardRow,
+    ProposalRecord,
+    RunRecord,
+)
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import BenchmarkError, ScoreSummary, get_benchmark, summarize
 from agentdesign.search._value import Labelled, held_out_predictions, value_report
@@ -29,11 +37,15 @@ __all__ = ["write_report"]
 # One colour per meaning, on every plot: designs, the winner, the best/front, the baselines' gains.
 _DESIGN, _WINNER, _FRONT, _NEUTRAL = "#4c78a8", "#f58518", "#e45756", "#9d9d9d"
 _GAIN, _LOSS = "#54a24b", "#e45756"
+_META = "#b279a2"  # what the meta agent wrote
 _FONT = "DejaVu Sans, Liberation Sans, Helvetica, Arial, sans-serif"
 _Z95 = 1.959964
 _MOST_ROWS = 60  # designs shown in the table and the heat map (the best ones)
 _MOST_FOLDS = 5
 _MIN_VALUE_DESIGNS = 5
+_MOST_PROPOSALS = 200  # the meta agent's proposals listed (the newest ones)
+_CLIP_CHARS = 4000  # of each proposal's prompt and response
+_META_OPERATORS = ("meta", "meta-code")  # the operators the meta agent's designs are made by
 _CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"scale": 2}}
 
 
@@ -77,6 +89,7 @@ class _Run:
     leader_label: str  # "winner", or what the leader is while no winner is recorded
     verdict: RunVerdict
     front: frozenset[int]  # evaluation ids on the search Pareto front
+    proposals: Sequence[ProposalRecord]  # the meta agent's, oldest first; empty without one
 
 
 def write_report(archive: Archive, run_name: str, path: Path) -> None:
@@ -156,10 +169,32 @@ def write_report(archive: Archive, run_name: str, path: Path) -> None:
             "How the winner (before one is recorded, the leader) was bred: each arrow goes from "
             "a parent to the design derived from it, labelled with the operator; grey arrows "
             "come from a crossover's second parent, grey nodes were not scored in this run. "
-            "Hover a node for its components.",
+            "Hover a node for its components."
+            + (
+                " The operators meta and meta-code (in purple) mark designs the meta agent wrote, "
+                "as settings or as a workflow in code; its prompts and responses are in the "
+                "meta agent section."
+                if run.proposals
+                else ""
+            ),
             _lineage(archive, run),
         ),
     ]
+    if run.proposals:  # a run without a meta agent shows no empty section
+        sections.append(
+            _section(
+                "meta-agent",
+                "Meta agent",
+                "The designs a model (the meta agent) wrote from a view of the run, newest last, "
+                "and what became of each: accepted (evaluated), screened (valid, but another "
+                "design of the same reply screened better), duplicate (a design already "
+                "archived), invalid (did not parse or fit the design space) or failed (no usable "
+                "reply), with the reason. Its model calls count in the run's tokens, cost and "
+                "budget, never in a design's score. Open a row's prompt or response to read what "
+                "the model was shown and what it wrote.",
+                _meta_agent(archive, run),
+            )
+        )
     path.write_text(
         _PAGE.format(
             title=_e(record.name),
@@ -194,6 +229,7 @@ def _load(archive: Archive, run_name: str) -> _Run:
         leader_label="winner" if record.winner_hash else "leader (no winner recorded yet)",
         verdict=run_verdict(archive, run_name),
         front=frozenset(row.evaluation_id for row in archive.pareto(run_name=run_name)),
+        proposals=archive.proposals(run_name),
     )
 
 
@@ -253,7 +289,19 @@ def _leaderboard(run: _Run) -> str:
 def _table_row(rank: str, name: str, design: _Design, search: str, holdout: str, gap: str) -> str:
     components = _e(" + ".join(_components(design.spec)))
     cells = [rank, name, components, search, f"{design.tokens_per_item:,.0f}", holdout, gap]
-    return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+    anchor = _anchor(design.row.agent_hash)
+    return f'<tr id="{anchor}">' + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+
+
+def _anchor(agent_hash: str) -> str:
+    """The id of a design's row in the leaderboard, which the meta agent's table links to."""
+    return _e(f"design-{agent_hash}")
+
+
+def _listed(run: _Run) -> set[str]:
+    """The designs that have a row in the leaderboard table (as `_leaderboard` lists them)."""
+    searched = {d.row.agent_hash for d in run.ranked}
+    return {d.row.agent_hash for d in run.ranked[:_MOST_ROWS]} | (set(run.holdout) - searched)
 
 
 def _badged(design: _Design, run: _Run) -> str:
@@ -271,6 +319,101 @@ def _holdout_cell(held: _Design | None, run: _Run) -> str:
     if run.roles.get(held.row.evaluation_id) == "exploratory":
         cell += ' <span class="tag exploratory">exploratory</span>'
     return cell
+
+
+# -- the meta agent ----------------------------------------------------------------------------
+
+
+def _meta_agent(archive: Archive, run: _Run) -> str:
+    """What the meta agent proposed: counts by status, what its calls cost, and each proposal
+    (newest last) with its prompt and response folded away. Everything it wrote is escaped."""
+    counts = archive.proposal_counts(run.record.name)
+    total = sum(counts.values())
+    tally = " &middot; ".join(
+        f'<span class="tag {_e(status)}">{_e(status)}</span> {n:,}' for status, n in counts.items()
+    )
+    n_calls, prompt, completion, cost = archive.search_call_totals(run.record.name).get(
+        "meta", (0, 0, 0, 0.0)
+    )
+    totals = archive.run_totals(run.record.name)
+    spent = prompt + completion
+    share = spent / max(totals.prompt_tokens + totals.completion_tokens, 1)
+    summary = (
+        f'<p class="counts"><b>{total:,}</b> proposals: {tally}</p>'
+        f'<p class="spent">{n_calls:,} meta agent call{"" if n_calls == 1 else "s"} spent '
+        f"<b>{spent:,}</b> tokens "
+        f"({prompt:,} prompt + {completion:,} completion), ${cost:.4f}: {share:.0%} of the "
+        f"run's {totals.prompt_tokens + totals.completion_tokens:,} tokens.</p>"
+    )
+    shown = run.proposals[-_MOST_PROPOSALS:]
+    older = len(run.proposals) - len(shown)
+    note = f"<p class='note'>{older:,} older proposals not listed.</p>" if older > 0 else ""
+    scores = {d.row.agent_hash: d for d in run.ranked}
+    listed = _listed(run)
+    rows: list[str] = []
+    call = older + 1  # the row showing the prompt and response the rows after it may share
+    for n, proposal in enumerate(shown, start=older + 1):
+        previous = shown[n - older - 2] if n > older + 1 else None
+        if previous is None or (previous.prompt, previous.response) != (
+            proposal.prompt,
+            proposal.response,
+        ):
+            call = n  # a new reply (the designs of one reply share its texts)
+        rows.append(_proposal_row(n, proposal, scores, listed, call))
+    return (
+        f'{summary}{note}<table class="proposals"><thead><tr><th>#</th><th>operator</th>'
+        "<th>status</th><th>reason</th><th>design</th><th>parents</th><th>tokens</th>"
+        f"<th>prompt and response</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _proposal_row(
+    n: int, proposal: ProposalRecord, scores: Mapping[str, _Design], listed: set[str], call: int
+) -> str:
+    """Proposal `n`; when it came from the same reply as row `call` above, its prompt, response
+    and tokens are that row's and are not repeated."""
+    design = "&ndash;"
+    if proposal.spec_hash is not None:
+        design = _design_link(proposal.spec_hash, listed)
+        scored = scores.get(proposal.spec_hash)
+        if scored is not None:
+            design += f' <span class="score" title="search score">{scored.summary.mean:.2f}</span>'
+    parents = " ".join(_design_link(parent, listed) for parent in proposal.parents) or "none"
+    texts = "".join(
+        f"<details><summary>{what} ({len(text):,} characters)</summary>"
+        f"<pre>{_e(_clipped(text))}</pre></details>"
+        for what, text in (("prompt", proposal.prompt), ("response", proposal.response))
+    )
+    tokens = f"{proposal.prompt_tokens + proposal.completion_tokens:,}"
+    if call != n:
+        texts = f'<span class="note">the prompt and response of #{call}</span>'
+        if proposal.prompt_tokens + proposal.completion_tokens == 0:
+            tokens = f"in #{call}"
+    cells = [
+        str(n),
+        f"<code>{_e(proposal.operator)}</code>",
+        f'<span class="tag {_e(proposal.status)}">{_e(proposal.status)}</span>',
+        _e(proposal.reason or ""),
+        design,
+        parents,
+        tokens,
+        texts,
+    ]
+    return "<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
+
+
+def _design_link(agent_hash: str, listed: set[str]) -> str:
+    """A design's short hash, linked to its leaderboard row when the table has one."""
+    short = f'<code title="{_e(agent_hash)}">{_e(agent_hash[:10])}</code>'
+    if agent_hash not in listed:
+        return short
+    return f'<a href="#{_anchor(agent_hash)}">{short}</a>'
+
+
+def _clipped(text: str) -> str:
+    if len(text) <= _CLIP_CHARS:
+        return text
+    return f"{text[:_CLIP_CHARS]}\n... ({len(text) - _CLIP_CHARS:,} more characters cut)"
 
 
 # -- the figures --------------------------------------------------------------------------
@@ -489,6 +632,7 @@ def _lineage(archive: Archive, run: _Run) -> go.Figure | str:
     fig = go.Figure()
     for parent, child, operator, co_parent in edges:
         (x0, y0, _), (x1, y1, _) = nodes[parent], nodes[child]
+        meta = operator in _META_OPERATORS  # the meta agent wrote the child
         fig.add_annotation(
             x=x1,
             y=y1,
@@ -504,7 +648,7 @@ def _lineage(archive: Archive, run: _Run) -> go.Figure | str:
             arrowwidth=1.5,
             standoff=14,
             startstandoff=14,
-            arrowcolor=_NEUTRAL if co_parent else "#555",
+            arrowcolor=_NEUTRAL if co_parent else _META if meta else "#555",
             text="",
         )
         if operator:
@@ -514,7 +658,8 @@ def _lineage(archive: Archive, run: _Run) -> go.Figure | str:
                 text=_e(operator),
                 showarrow=False,
                 yshift=12,
-                font={"size": 12, "color": "#555"},
+                font={"size": 12, "color": _META if meta else "#555"},
+                hovertext="written by the meta agent" if meta else None,
             )
     hashes = list(nodes)
     fig.add_trace(
@@ -574,7 +719,8 @@ def _node_hover(agent_hash: str, agent: AgentRecord | None, scores: Mapping[str,
         components = map(_e, _components(_spec(agent.spec)))
         lines = [f"<b>{agent_hash[:10]}</b>", *components, "not scored in this run"]
     if agent is not None and agent.operator:
-        lines.append(f"made by {_e(agent.operator)}")
+        by = " (written by the meta agent)" if agent.operator in _META_OPERATORS else ""
+        lines.append(f"made by {_e(agent.operator)}{by}")
     return "<br>".join(lines)
 
 
@@ -723,7 +869,13 @@ table {{ border-collapse: collapse; font-size: 0.88em; width: 100%; }}
 td, th {{ border-bottom: 1px solid #e6e6e6; padding: 4px 8px; text-align: left;
   vertical-align: top; }}
 th {{ background: #f0f2f5; }}
-td:nth-child(5), td:nth-child(7) {{ white-space: nowrap; text-align: right; }}
+#leaderboard td:nth-child(5), #leaderboard td:nth-child(7) {{ white-space: nowrap;
+  text-align: right; }}
+table.proposals td:nth-child(7) {{ white-space: nowrap; text-align: right; }}
+table.proposals td:nth-child(8) {{ min-width: 16em; }}
+details summary {{ cursor: pointer; color: #444; }}
+details pre {{ white-space: pre-wrap; overflow-wrap: anywhere; max-height: 28em; overflow: auto;
+  background: #f6f7f9; border: 1px solid #e2e4e8; padding: 6px; font-size: 0.9em; }}
 .score, code {{ white-space: nowrap; }}
 .method {{ color: #666; font-size: 0.9em; white-space: nowrap; }}
 .tag {{ border-radius: 4px; padding: 0 5px; font-size: 0.85em; background: #e8e8e8;
@@ -731,6 +883,9 @@ td:nth-child(5), td:nth-child(7) {{ white-space: nowrap; text-align: right; }}
 .tag.winner, .tag.leader {{ background: #f58518; color: #fff; }}
 .tag.exploratory {{ background: #fde9c8; }}
 .tag.baseline {{ background: #dbe6f1; }}
+.tag.accepted {{ background: #d5ecd1; }}
+.tag.screened, .tag.duplicate {{ background: #ececec; }}
+.tag.invalid, .tag.failed {{ background: #f6d6d6; }}
 </style>
 <script type="text/javascript">{plotly}</script>
 </head><body>
