@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from agentdesign.components import (
     ChatModel,
     CodeWorkflow,
     Completion,
+    Component,
     LLMCallError,
     ParamInfo,
     check_workflow_source,
@@ -280,6 +281,11 @@ class MetaAgent:
                 "(search score on its items, tokens per item):"
             )
             parts += [f"{n}. {_shown_line(s)}" for n, s in enumerate(shown, start=1)]
+            parent = shown[0].spec["workflow"]
+            if parent.name == CodeWorkflow.name:
+                parts.append(
+                    f"Design 1's workflow code:\n```python\n{parent.get_params()['source']}```"
+                )
         if failed:
             parts.append("Tasks design 1 got wrong:")
             parts += [
@@ -306,7 +312,7 @@ class MetaAgent:
 
     def _param_range(self, slot: str, info: ParamInfo) -> str:
         if info.kind == "text":
-            return f"{info.name}: text" if info.name != "source" else ""
+            return "" if info.code else f"{info.name}: text"
         if not info.searchable:
             return ""
         if info.kind == "bool":
@@ -390,7 +396,7 @@ class MetaAgent:
                     raise ValueError(f"{slot} must be set: '{inherited.name}' is not in the space")
                 components[slot] = inherited
                 continue
-            components[slot] = self._component(slot, raw, failed, source, notes)
+            components[slot] = self._component(slot, raw, failed, source, notes, base[slot])
         spec = self._on_grid(AgentSpec(model=self.space.model, components=components))
         if not self.space.contains(spec):
             raise ValueError("the design is outside the run's space")
@@ -414,7 +420,9 @@ class MetaAgent:
         failed: Sequence[Failure],
         source: str | None,
         notes: list[str],
+        inherited: Component | None = None,
     ) -> Any:
+        """The slot's component as the design gives it; `inherited` is the parent's."""
         if isinstance(raw, str):
             raw = {"name": raw}
         if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
@@ -440,10 +448,13 @@ class MetaAgent:
             if key in infos:
                 params[key] = self._value(slot, name, infos[key], value, failed, notes)
         params = {k: v for k, v in params.items() if v is not _KEEP}
-        if name == CodeWorkflow.name and slot == "workflow":
-            if source is None:
+        if name == CodeWorkflow.name and "source" not in params:
+            if source is not None:  # the reply's ```python block
+                params["source"] = check_workflow_source(source)
+            elif inherited is not None and inherited.name == name:  # the parent's code
+                params["source"] = inherited.get_params()["source"]
+            else:
                 raise ValueError("the code workflow needs a ```python block defining run")
-            params["source"] = check_workflow_source(source)
         try:
             return cls(**params)
         except (TypeError, ValueError) as exc:
@@ -461,8 +472,12 @@ class MetaAgent:
         """The value the design gets, or _KEEP for the component's default (noted)."""
         where = f"{slot}__{info.name} ({name})"
         if info.kind == "text":
-            if info.code:
-                raise ValueError("the workflow's code goes in a ```python block, not in the JSON")
+            if info.code:  # code in the JSON: taken if it is a workflow, else the block's
+                try:
+                    return check_workflow_source(str(value))
+                except ValueError:
+                    notes.append(f"{where}: not a workflow's code: left out")
+                    return _KEEP
             if not isinstance(value, str):
                 raise ValueError(f"{where} must be a text")
             if value != info.default and not acceptable_rewrite(
@@ -539,10 +554,8 @@ def _compact(spec: AgentSpec) -> dict[str, Any]:
         changed = {
             info.name: clip(value, _SHOWN_PROMPT_CHARS) if isinstance(value, str) else value
             for info in component.param_info()
-            if (value := getattr(component, info.name)) != info.default and info.name != "source"
+            if (value := getattr(component, info.name)) != info.default and not info.code
         }
-        if component.name == CodeWorkflow.name:
-            changed["source"] = "(its own code)"
         compact[slot] = {"name": component.name, **changed} if changed else component.name
     return compact
 
@@ -558,7 +571,12 @@ class MetaStrategy(MctsStrategy):
     start (the run loop always hands it one)."""
 
     # mcts's operators, and GEPA's merge of the prompts two designs rewrote apart
-    operators = (("mutation", 0.35), ("recombination", 0.35), ("merge", 0.1), ("sample", 0.2))
+    operators: ClassVar[tuple[tuple[str, float], ...]] = (
+        ("mutation", 0.35),
+        ("recombination", 0.35),
+        ("merge", 0.1),
+        ("sample", 0.2),
+    )
 
     def __init__(self, *, n_initial: int | None = 2, **kwargs: Any) -> None:
         super().__init__(n_initial=n_initial, **kwargs)

@@ -18,6 +18,7 @@ from agentdesign.archive import Archive
 from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
+    CodeWorkflow,
     LLMCallError,
     Message,
     build_agent,
@@ -493,3 +494,24 @@ def test_merge_takes_the_prompts_the_other_parent_rewrote() -> None:
     assert merged["reasoning"].instruction == hint
     assert merge_prompts(theirs, mine) == theirs  # nothing rewritten to take
     assert merge_prompts(mine, WORSE) == mine  # other components: nothing to take
+
+
+def test_code_in_the_json_or_from_the_parent_is_taken() -> None:
+    in_json = json.dumps({"workflow": {"name": "code", "source": RUN_CODE}})
+    agent, _, _ = meta(in_json, space=CODE_SPACE, code=True)
+    proposal = propose(agent)
+    assert proposal is not None and proposal.spec["workflow"].source == RUN_CODE  # type: ignore[attr-defined]
+    parent = AgentSpec(
+        model=MODEL, components={**BEST.components, "workflow": CodeWorkflow(source=RUN_CODE)}
+    )
+    prompts: list[str] = []
+
+    def keeps_code(messages: Sequence[Message]) -> str:
+        prompts.append(messages[-1]["content"])
+        return json.dumps({"workflow": "code", "reasoning": "scratchpad"})
+
+    agent, outcomes, _ = meta(keeps_code, space=CODE_SPACE, code=True)
+    proposal = propose(agent, history(parent, WORSE))
+    assert proposal is not None, outcomes
+    assert proposal.spec["workflow"].source == RUN_CODE  # type: ignore[attr-defined]
+    assert f"```python\n{RUN_CODE}```" in prompts[0]  # the parent's code is shown once
