@@ -13,7 +13,7 @@ and fresh samples; the model screens them and only the chosen leaf's best is eva
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,7 +27,11 @@ __all__ = ["MctsStrategy"]
 class MctsStrategy(GuidedStrategy):
     """`c_puct` weighs the prior-driven exploration term; `prior_temperature` sharpens the prior."""
 
-    operators = (("mutation", 0.4), ("recombination", 0.4), ("sample", 0.2))
+    operators: ClassVar[tuple[tuple[str, float], ...]] = (
+        ("mutation", 0.4),
+        ("recombination", 0.4),
+        ("sample", 0.2),
+    )
 
     def __init__(
         self, *, c_puct: float = 1.0, prior_temperature: float = 0.05, **kwargs: Any
