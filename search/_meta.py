@@ -186,7 +186,7 @@ class MetaAgent:
         parent = shown[0].spec if shown else None
         failed = self._failures_of(parent)
         prompt = self._prompt(history.description, shown, failed)
-        operator = "meta-code" if self.code else "meta"
+        operator = "meta"
         parents = (parent.spec_hash,) if parent is not None else ()
         try:
             completion = self.llm.complete(
@@ -228,7 +228,7 @@ class MetaAgent:
             return None
         spec = outcomes[chosen].spec
         assert spec is not None
-        return Proposal(spec=spec, parents=parents, operator=operator)
+        return Proposal(spec=spec, parents=parents, operator=outcomes[chosen].operator)
 
     def _record(self, outcome: MetaOutcome) -> None:
         if self.record is not None:
@@ -335,7 +335,11 @@ class MetaAgent:
         prompt: str,
     ) -> list[MetaOutcome]:
         def outcome(status: str, reason: str | None, spec: AgentSpec | None = None) -> MetaOutcome:
-            return MetaOutcome(operator, parents, prompt, text, status, reason, spec)
+            # "meta-code": a design whose workflow is code (written here or kept from the parent)
+            code = spec is not None and spec["workflow"].name == CodeWorkflow.name
+            return MetaOutcome(
+                "meta-code" if code else operator, parents, prompt, text, status, reason, spec
+            )
 
         try:
             designs = parse_designs(text)
