@@ -45,7 +45,8 @@ class GuidedStrategy(Strategy):
     `refiner`, every `refiner.every`-th proposal is instead the fittest design not yet refined with
     one prompt rewritten from its failures (unscreened: the model cannot read prompts). With a
     `meta` agent, every `meta.every`-th proposal is written by it (see `MetaAgent`), screened by
-    the value model; when its reply holds no valid new design, the strategy proposes as usual.
+    the value model, from the first complete design on (the cold start included); when its reply
+    holds no valid new design, the strategy proposes as usual.
     """
 
     reads_prior: ClassVar[bool] = True
@@ -115,16 +116,21 @@ class GuidedStrategy(Strategy):
     # -- proposing --
 
     def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+        if self._meta_turn(history):  # from the start: a small budget never ends the cold start
+            self.learn(history)
+            weight = float(rng.uniform(0.0, 0.5))
+            assert self.meta is not None
+            written = self.meta.propose(
+                history, rng, self.fitness(history, weight), self._screen(history, weight)
+            )
+            if written is not None:
+                return written
         initial = self._cold_start(history)
         if initial is not None:
             return initial
         self.learn(history)
         weight = float(rng.uniform(0.0, 0.5))
         fitness = self.fitness(history, weight)
-        if self.meta is not None and len(history.observations) % self.meta.every == 0:
-            written = self.meta.propose(history, rng, fitness, self._screen(history, weight))
-            if written is not None:
-                return written
         if self.refiner is not None and len(history.observations) % self.refiner.every == 0:
             refined = self._refine_fittest(history, rng, fitness)
             if refined is not None:
@@ -134,6 +140,13 @@ class GuidedStrategy(Strategy):
             return None
         mean, std = self.predict([c.spec for c in candidates], history, weight)
         return self._internal_select(history, candidates, mean, std, fitness, weight)
+
+    def _meta_turn(self, history: History) -> bool:
+        """Whether the meta agent writes this proposal: every `meta.every`-th one, once the run
+        has a complete design to show it (at once, when it is shown none)."""
+        if self.meta is None or len(history.observations) % self.meta.every:
+            return False
+        return bool(history.complete) or not self.meta.n_view
 
     def _screen(self, history: History, weight: float) -> Callable[[list[AgentSpec]], np.ndarray]:
         """The screening bound (mean + explore * std) of designs, as the model predicts them."""

@@ -515,3 +515,23 @@ def test_code_in_the_json_or_from_the_parent_is_taken() -> None:
     assert proposal is not None, outcomes
     assert proposal.spec["workflow"].source == RUN_CODE  # type: ignore[attr-defined]
     assert f"```python\n{RUN_CODE}```" in prompts[0]  # the parent's code is shown once
+
+
+def test_mcts_takes_meta_proposals_during_its_cold_start(tmp_path: Path) -> None:
+    def writes_a_design(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        if messages[0]["content"].startswith("You design LLM agents"):
+            return json.dumps({"reasoning": "cot", "memory": {"name": "few_shot", "k": 2}})
+        return cot_is_right(model, messages, t, s)
+
+    with Archive(str(tmp_path / "c.db")) as archive:
+        run_search(
+            archive,
+            config("cold", "mcts", meta_every=2, budget=Budget(max_agents=4)),
+            llm=FakeChatModel(writes_a_design),
+        )
+        operators = [
+            archive.get_agent(e.agent_hash).operator
+            for e in archive.run_evaluations("cold", split="search")
+            if set(e.task_ids) == set(archive.get_run("cold").search_task_ids)
+        ]
+    assert operators[0] == "initial" and "meta" in operators  # within mcts's 8-design start
