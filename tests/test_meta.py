@@ -25,7 +25,7 @@ from agentdesign.components import (
     check_workflow_source,
     render_standalone,
 )
-from agentdesign.components.testing import FakeChatModel
+from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import examples_from_tasks, get_benchmark
 from agentdesign.search import (
     Budget,
@@ -535,3 +535,11 @@ def test_mcts_takes_meta_proposals_during_its_cold_start(tmp_path: Path) -> None
             if set(e.task_ids) == set(archive.get_run("cold").search_task_ids)
         ]
     assert operators[0] == "initial" and "meta" in operators  # within mcts's 8-design start
+
+
+def test_a_provider_failure_inside_code_is_the_agent_s_error_not_the_code_s() -> None:
+    spec = AgentSpec.create(model=MODEL, workflow={"name": "code", "params": {"source": RUN_CODE}})
+    llm = FakeChatModel(failing_responder("503 from the provider", transient=True))
+    result = build_agent(spec, llm=llm).run("q")
+    assert result.error_kind == "provider" and "503" in (result.error or "")
+    assert all(r.role != "code" for r in result.trace)  # the program was stopped, not failed

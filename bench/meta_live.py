@@ -1,0 +1,133 @@
+"""Meta agent search live: `meta`, and `mcts` with the meta operator, against plain `mcts`, on
+the embedded model, at the same token budget.
+
+    .venv/bin/python bench/meta_live.py [--benchmark gsm8k] [--max-tokens 16000]
+        [--n-search 6] [--n-holdout 8] [--space quick] [--seed 0] [--meta-view 4]
+        [--archive bench/results/meta_live.sqlite] [--archived]
+
+Three runs in one archive (`meta-<benchmark>-<variant>-t<tokens>-s<seed>`): "mcts"; "mcts+meta"
+(every second proposal written by the meta agent, which is the run's own model); "meta" (the
+meta strategy: every proposal after two covering designs written by the meta agent, which may
+also write workflows as code). The token budget counts the meta agent's calls; the holdout
+confirmation of each winner runs after it, with the CoT and CoT-SC baselines. A killed sitting
+resumes when rerun; `--archived` only reports finished runs (no model call).
+
+Prints per run: designs the meta agent wrote, the share that was valid (accepted, screened out or
+a duplicate), those evaluated, the meta agent's tokens, agents evaluated, total tokens, the best
+search score, the winner's holdout score and its paired gain over CoT (the run's verdict).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from _common import interval_legend, markdown_table, score_cell, score_summary
+from live_search import finished, search
+
+from agentdesign.archive import Archive
+from agentdesign.components import AgentSpec
+from agentdesign.evaluators import ScoreSummary
+from agentdesign.search import Budget, RunConfig
+from agentdesign.search._space import space_from_option
+from agentdesign.search._verdict import run_verdict
+
+VARIANTS = {
+    "mcts": {"strategy": "mcts"},
+    "mcts+meta": {"strategy": "mcts", "meta_every": 2},
+    "meta": {"strategy": "meta", "meta_code": True},
+}
+
+
+def row(archive: Archive, name: str, summaries: list[ScoreSummary]) -> dict[str, str]:
+    """The table cells of a finished run; appends its scores' summaries to `summaries`."""
+    counts = archive.proposal_counts(name)
+    written = sum(counts.values()) - counts["failed"]
+    valid = counts["accepted"] + counts["screened"] + counts["duplicate"]
+    meta_calls = archive.search_call_totals(name).get("meta")
+    meta_tokens = (meta_calls[1] + meta_calls[2]) if meta_calls else 0
+    totals = archive.run_totals(name)
+    verdict = run_verdict(archive, name)
+    best = archive.leaderboard(run_name=name, limit=1)
+    search_cell = holdout_cell = gain = "-"
+    design = "-"
+    if best:
+        summary = score_summary(archive.task_results(best[0].evaluation_id))
+        summaries.append(summary)
+        search_cell = score_cell(summary)
+        design = AgentSpec.from_dict(best[0].spec).describe()
+    if verdict.holdout is not None:
+        summary = score_summary(archive.task_results(verdict.holdout.id))
+        summaries.append(summary)
+        holdout_cell = score_cell(summary)
+    cot = next((b for b in verdict.baselines if b.label == "cot"), None)
+    if cot is not None:
+        gain = cot.sentence(verdict.winner_label)
+    return {
+        "meta designs (failed calls)": f"{written} ({counts['failed']})",
+        "valid": f"{valid / written:.0%}" if written else "-",
+        "evaluated": str(counts["accepted"]),
+        "meta tokens": f"{meta_tokens:,}",
+        "agents": str(totals.n_agents),
+        "tokens": f"{totals.prompt_tokens + totals.completion_tokens:,}",
+        "best search": search_cell,
+        "winner's holdout": holdout_cell,
+        "winner vs cot": gain,
+        "winner": design,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", default="gsm8k")
+    parser.add_argument("--model", default="embedded/qwen2.5-coder-1.5b")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--max-tokens", type=int, default=16_000)
+    parser.add_argument("--n-search", type=int, default=6)
+    parser.add_argument("--n-holdout", type=int, default=8)
+    parser.add_argument("--space", default="quick")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--meta-view", type=int, default=4)
+    parser.add_argument(
+        "--archive", type=Path, default=Path(__file__).parent / "results" / "meta_live.sqlite"
+    )
+    parser.add_argument(
+        "--archived", action="store_true", help="report the archive's finished runs only"
+    )
+    args = parser.parse_args()
+    narrowing = space_from_option(args.space)
+    names = {
+        v: f"meta-{args.benchmark}-{v}-v{args.meta_view}-t{args.max_tokens}-s{args.seed}"
+        for v in args.variants
+    }
+    with Archive(f"sqlite:///{args.archive}") as archive:
+        for variant, name in names.items():
+            if args.archived:
+                finished(archive, name)
+                continue
+            search(
+                archive,
+                RunConfig(
+                    name=name,
+                    benchmark=args.benchmark,
+                    model=args.model,
+                    budget=Budget(max_agents=50, max_tokens=args.max_tokens),
+                    n_search=args.n_search,
+                    n_holdout=args.n_holdout,
+                    split_seed=args.seed,
+                    seed=args.seed,
+                    meta_view=args.meta_view,
+                    choices=narrowing.get("choices", {}),
+                    limits=narrowing.get("limits", {}),
+                    **VARIANTS[variant],  # type: ignore[arg-type]
+                ),
+            )
+        summaries: list[ScoreSummary] = []
+        rows = [{"run": v, **row(archive, name, summaries)} for v, name in names.items()]
+    print(markdown_table(rows, right=("meta tokens", "agents", "tokens")))
+    print()
+    print(interval_legend(summaries))
+
+
+if __name__ == "__main__":
+    main()
