@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EmbeddedSpeed
+from forked_python import run_forked
 from test_report import assert_self_contained
 
 from agentdesign.components import REGISTRY, SLOTS
@@ -19,16 +20,9 @@ CLI = [sys.executable, "-c", "from agentdesign.search.cli import main; main()"]
 
 
 def agentdesign(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`agentdesign ARGS` in a process of its own, forked from one that imported the CLI once."""
     env = {**os.environ, "COLUMNS": "200"}  # wide enough that rich truncates no name
-    return subprocess.run(
-        [*CLI, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return run_forked(CLI[2], *args, cwd=cwd, env=env, timeout=timeout)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], needle: str) -> None:
@@ -61,6 +55,16 @@ def make_archive_with_a_run(tmp_path: Path) -> Path:
     return db
 
 
+@pytest.fixture(scope="module")
+def kept_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make_archive_with_a_run`'s archive, made once, all in its one file (so that it copies)."""
+    db = make_archive_with_a_run(tmp_path_factory.mktemp("kept"))
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return db
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
@@ -77,9 +81,9 @@ def make_archive_with_a_run(tmp_path: Path) -> Path:
     ],
 )
 def test_bad_input_is_one_line_and_leaves_the_archive_intact(
-    tmp_path: Path, args: list[str], needle: str
+    tmp_path: Path, kept_run: Path, args: list[str], needle: str
 ) -> None:
-    db = make_archive_with_a_run(tmp_path)
+    db = Path(shutil.copy(kept_run, tmp_path / "kept.db"))  # a copy of its own
     before = _dump(db)
     result = agentdesign(*args, "--storage", str(db), cwd=tmp_path)
     assert_one_line_error(result, needle)

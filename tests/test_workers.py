@@ -11,8 +11,6 @@ import logging
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +19,7 @@ from typing import Any
 
 import optuna
 import pytest
+from forked_python import ForkedProcess, start_forked
 
 from agentdesign.archive import Archive
 
@@ -73,12 +72,16 @@ with Archive(url) as archive:
 """
 
 
-def _start(url: str, log: Path, mode: str = "worker") -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", _WORKER, url, "shared", str(log), mode],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+def _start(url: str, log: Path, mode: str = "worker") -> ForkedProcess:
+    """A worker process, forked from one that imported agentdesign already."""
+    return start_forked(
+        _WORKER,
+        url,
+        "shared",
+        str(log),
+        mode,
+        cwd=Path.cwd(),
+        preload=("agentdesign.search.cli", "agentdesign.components.testing"),
     )
 
 
