@@ -5,8 +5,8 @@
         [--workers 1] [--save bench/results/prompt_features.json]
 
 No recorded data holds many rewritten prompts, so the prompts' effects are planted: this shows
-whether the value model's prompt features (hashed words and word pairs of every text parameter
-that differs from its component's default, `_rewritten_text` in search/_value.py) can carry a
+whether the value model's prompt features (hashed words and word pairs that each rewritten text
+parameter adds to its component's default, `_rewritten_text` in search/_value.py) can carry a
 prompt's effect, not that real prompt rewrites are predictable.
 
 Each seed is one world of the truth benchmark (search/_truth.py, calibrated on the recorded GSM8K
@@ -473,8 +473,8 @@ def main() -> None:
     figures = report(outcomes, settings)
     print(
         "\nthe prompt block of two rewrites of one prompt with different advice: cosine "
-        f"{similarity:.3f} on average (30 designs x 12 advice sentences): the advice moves little "
-        f"of it, since the block hashes the whole rewritten text into {_PROMPT_FEATURES} columns"
+        f"{similarity:.3f} on average (30 designs x 12 advice sentences; the block hashes what "
+        f"each rewrite adds to its default into {_PROMPT_FEATURES} columns)"
     )
     usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = sum(u.ru_utime + u.ru_stime for u in usage)

@@ -10,6 +10,8 @@ and the model string, so one model learns across benchmarks and a new benchmark 
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ _TREE_SAMPLES = 512
 _TEXT_FEATURES = 32
 _MODEL_FEATURES = 8
 _PROMPT_FEATURES = 64
+_WORD = re.compile(r"[A-Za-z0-9.]+")
 # The z-value of a two-sided 95% interval: calibration counts real scores inside mean +- Z * std.
 _Z95 = 1.959964
 
@@ -143,14 +146,26 @@ def _text_hasher(n_features: int, ngrams: int = 1) -> HashingVectorizer:
 
 
 def _rewritten_text(spec: AgentSpec) -> str:
-    """The design's prompts (and workflow code) that differ from their component's default, each
-    after its parameter's name: empty for a design that rewrote none."""
-    return "\n".join(
-        f"{slot}__{info.name} {value}"
-        for slot in SLOTS
-        for info in spec[slot].param_info()
-        if info.kind == "text" and (value := getattr(spec[slot], info.name)) != info.default
-    )
+    """What the design's rewritten prompts (and workflow code) add to their component's default:
+    the words of each that the default does not have, in order, after the parameter's name.
+    Empty for a design that rewrote none. Hashing the whole text instead made two rewrites of one
+    prompt look alike (cosine 0.9 in bench/prompt_features.py), the default's words swamping
+    what each added."""
+    parts = []
+    for slot in SLOTS:
+        for info in spec[slot].param_info():
+            value = getattr(spec[slot], info.name)
+            if info.kind != "text" or value == info.default:
+                continue
+            unused = Counter(_WORD.findall(str(info.default).lower()))
+            added = []
+            for word in _WORD.findall(value.lower()):
+                if unused[word]:
+                    unused[word] -= 1
+                else:
+                    added.append(word)
+            parts.append(f"{slot}__{info.name} {' '.join(added)}")
+    return "\n".join(parts)
 
 
 def design_features(
