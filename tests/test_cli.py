@@ -156,7 +156,8 @@ def test_real_search_kill_resume_and_export_on_smollm2(
 
     Waits as long as the work takes at the speed measured now (see `EmbeddedSpeed`), with token
     counts that bound it from above: a task of the tiny space makes at most about 6 calls of at
-    most 64 tokens; the holdout adds the CoT baseline (512-token calls).
+    most 64 tokens; the holdout adds the CoT baseline (512-token calls). One holdout item: the
+    verdict runs as with more, and each more item costs a CoT call.
     """
     task_tokens, cot_tokens = 400, 512
     db = tmp_path / "real.db"
@@ -175,7 +176,7 @@ def test_real_search_kill_resume_and_export_on_smollm2(
         "--n-search",
         "3",
         "--n-holdout",
-        "2",
+        "1",
         "--space",
         "tiny",
         "--storage",
@@ -198,7 +199,7 @@ def test_real_search_kill_resume_and_export_on_smollm2(
     committed = _task_rows(db)
     assert committed, "the run committed no task result before it was killed"
 
-    rest = 2 * 3 * task_tokens + 2 * task_tokens + 2 * cot_tokens
+    rest = 2 * 3 * task_tokens + task_tokens + cot_tokens
     resumed = agentdesign(
         "resume", "real", "--storage", str(db), cwd=tmp_path, timeout=smollm2_speed.timeout(rest)
     )
