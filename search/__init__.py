@@ -28,7 +28,6 @@ from agentdesign.search._meta import (
     MetaOutcome,
     MetaStrategy,
     item_front,
-    parse_designs,
 )
 from agentdesign.search._prior import labelled_from_archive
 from agentdesign.search._refine import Failure, PromptRefiner, Refinement
@@ -39,6 +38,7 @@ from agentdesign.search._replay import (
     shuffled_replay,
     split_half_reliability,
 )
+from agentdesign.search._reply import parse_designs
 from agentdesign.search._reporting import Reporter, RunSummary
 from agentdesign.search._runs import resume_search, run_search
 from agentdesign.search._space import SearchSpace, prompt_params
