@@ -184,8 +184,11 @@ class _Server:
 
 
 _CURRENT_TEST = "PYTEST_CURRENT_TEST"
-_MAX_SERVERS = 2  # each holds the imports' memory
+_MAX_SERVERS = 4  # each holds the imports' memory (about 200 MB)
 _SERVERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], _Server] = {}
+
+
+AGENTDESIGN = ("agentdesign.search.cli", "agentdesign.components.testing")
 
 
 def start_forked(
@@ -193,7 +196,7 @@ def start_forked(
     *args: str,
     cwd: Path | str,
     env: Mapping[str, str] | None = None,
-    preload: Sequence[str] = ("agentdesign.search.cli",),
+    preload: Sequence[str] = AGENTDESIGN,
 ) -> ForkedProcess:
     """`python -c code args` started in `cwd` with `env` (this process's by default), as
     `subprocess.Popen` starts it, forked from a server that imported `preload` already; stdin
@@ -201,11 +204,13 @@ def start_forked(
     env = dict(os.environ if env is None else env)
     # pytest names the test running in PYTEST_CURRENT_TEST: the child gets it, the key leaves it
     key = (tuple(sorted((k, v) for k, v in env.items() if k != _CURRENT_TEST)), tuple(preload))
-    if key not in _SERVERS:
+    server = _SERVERS.pop(key, None)  # and put back last: the least recently used goes first
+    if server is None:
         while len(_SERVERS) >= _MAX_SERVERS:
             _SERVERS.pop(next(iter(_SERVERS))).close()
-        _SERVERS[key] = _Server(dict(key[0]), preload)
-    return _SERVERS[key].start(code, args, cwd, env)
+        server = _Server(dict(key[0]), preload)
+    _SERVERS[key] = server
+    return server.start(code, args, cwd, env)
 
 
 def run_forked(
@@ -213,7 +218,7 @@ def run_forked(
     *args: str,
     cwd: Path | str,
     env: Mapping[str, str] | None = None,
-    preload: Sequence[str] = ("agentdesign.search.cli",),
+    preload: Sequence[str] = AGENTDESIGN,
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """What `subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,

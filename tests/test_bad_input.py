@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from forked_python import run_forked
 from test_cli import CLI, agentdesign, assert_one_line_error, make_archive_with_a_run
 
 from agentdesign.archive import Archive, ArchiveError
@@ -61,11 +62,20 @@ def refuses(
     assert digest(db) == before
 
 
+def _env(cwd: Path) -> dict[str, str]:
+    return {**os.environ, "COLUMNS": "200", "HOME": str(cwd), "AGENTDESIGN_CACHE_DIR": str(cwd)}
+
+
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", "HOME": str(cwd), "AGENTDESIGN_CACHE_DIR": str(cwd)}
     return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+        command, cwd=cwd, env=_env(cwd), capture_output=True, text=True, timeout=120, check=False
     )
+
+
+def _run_forked(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`_run([sys.executable, "-c", code, *args], cwd)`, forked from a process that imported
+    agentdesign already (see forked_python)."""
+    return run_forked(code, *args, cwd=cwd, env=_env(cwd), timeout=120)
 
 
 # --- options and paths ----------------------------------------------------------------------------
@@ -160,12 +170,25 @@ def as_unprivileged(folder: Path) -> list[str]:
         return []
     setpriv = shutil.which("setpriv")
     prefix = [setpriv or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    unusable = _UNPRIVILEGED_PYTHON.get(setpriv)
+    if setpriv not in _UNPRIVILEGED_PYTHON:  # probed once a session: it is the same for each
+        unusable = _UNPRIVILEGED_PYTHON[setpriv] = _unprivileged_python(setpriv, prefix, folder)
+    if unusable:
+        pytest.skip(unusable)
+    return prefix
+
+
+_UNPRIVILEGED_PYTHON: dict[str | None, str | None] = {}
+
+
+def _unprivileged_python(setpriv: str | None, prefix: list[str], folder: Path) -> str | None:
+    """Why Python cannot run agentdesign under `prefix` here, or None where it can."""
     if setpriv is None or _run([*prefix, sys.executable, "-c", "pass"], folder).returncode:
-        pytest.skip("running as root, and cannot run Python as an unprivileged user here")
+        return "running as root, and cannot run Python as an unprivileged user here"
     if _run([*prefix, sys.executable, "-c", "import agentdesign.search"], folder).returncode:
         # A checkout under a mode-700 folder (``mktemp -d``) hides the package from nobody.
-        pytest.skip("running as root, and the checkout is not readable by an unprivileged user")
-    return prefix
+        return "running as root, and the checkout is not readable by an unprivileged user"
+    return None
 
 
 @pytest.mark.parametrize(
@@ -212,11 +235,12 @@ def test_a_scorer_that_raises_fails_the_run_which_resumes_once_it_is_fixed(
     (tmp_path / "judge.py").write_text(
         "def score(prediction, answer):\n    raise ValueError('no rubric\\nfor this')\n"
     )
-    fake = [sys.executable, "-c", _FAKE_MODEL_CLI]
     args = ["--storage", "s.db"]
-    run = [*fake, "run", "--benchmark", "jsonl:capitals.jsonl", "--name", "s", "--space", "tiny"]
-    failed = _run(
-        [*run, "--max-agents", "1", "--n-search", "2", "--n-holdout", "1", *args], tmp_path
+    run = ["run", "--benchmark", "jsonl:capitals.jsonl", "--name", "s", "--space", "tiny"]
+    failed = _run_forked(
+        _FAKE_MODEL_CLI,
+        *[*run, "--max-agents", "1", "--n-search", "2", "--n-holdout", "1", *args],
+        cwd=tmp_path,
     )
     assert_one_line_error(failed, "scorer judge:score raised ValueError on task capitals-")
     kept = ": no rubric for this; run s stopped and is kept: `agentdesign resume s` runs those"
@@ -224,7 +248,7 @@ def test_a_scorer_that_raises_fails_the_run_which_resumes_once_it_is_fixed(
     with Archive(str(tmp_path / "s.db")) as archive:
         assert archive.get_run("s").status == "failed"
     (tmp_path / "judge.py").write_text("def score(prediction, answer):\n    return 1.0\n")
-    resumed = _run([*fake, "resume", "s", *args], tmp_path)
+    resumed = _run_forked(_FAKE_MODEL_CLI, "resume", "s", *args, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     with Archive(str(tmp_path / "s.db")) as archive:
         assert archive.get_run("s").status == "finished"

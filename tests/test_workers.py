@@ -81,7 +81,6 @@ def _start(url: str, log: Path, mode: str = "worker") -> ForkedProcess:
         str(log),
         mode,
         cwd=Path.cwd(),
-        preload=("agentdesign.search.cli", "agentdesign.components.testing"),
     )
 
 
