@@ -87,16 +87,8 @@ from agentdesign.search import (
 )
 from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated
-from agentdesign.search._truth import (
-    Calibration,
-    TruthRun,
-    TruthWorld,
-    calibrate,
-    full_items,
-    load_records,
-    raced,
-    truth_search,
-)
+from agentdesign.search._truth import Calibration, TruthWorld, calibrate, load_records
+from agentdesign.search._truth_search import TruthRun, full_items, raced, truth_search
 
 RESULTS = Path(__file__).parent / "results"
 RECORDED = (RESULTS / "replay.sqlite", RESULTS / "workflows.sqlite")

@@ -7,12 +7,12 @@ records *that* design: its own parameters, its recorded score. So TPE and NSGA-I
 was measured, never from a proposal's parameters paired with another design's score, and no
 replay evaluates a design twice, as no live run does.
 
-`drive` is the ask-and-tell loop shared with the truth benchmark (`_truth.py`), whose simulated
-evaluations need no mapping. Two yardsticks go with the replay. `shuffled_replay` evaluates the
-table in a random order, with no mapping: the no-information baseline for a finite table (the
-mapping itself can favour designs in sparse corners of the space). `split_half_reliability` says
-how far the table's own scores agree with themselves, which bounds how well any value model can
-rank them.
+`drive` is the ask-and-tell loop shared with the truth benchmark (`_truth_search.py`), whose
+simulated evaluations need no mapping. Two yardsticks go with the replay. `shuffled_replay`
+evaluates the table in a random order, with no mapping: the no-information baseline for a finite
+table (the mapping itself can favour designs in sparse corners of the space).
+`split_half_reliability` says how far the table's own scores agree with themselves, which bounds
+how well any value model can rank them.
 """
 
 from __future__ import annotations

@@ -24,15 +24,8 @@ from agentdesign.search import (
 )
 from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated
-from agentdesign.search._truth import (
-    Calibration,
-    Record,
-    TruthWorld,
-    calibrate,
-    load_records,
-    raced,
-    truth_search,
-)
+from agentdesign.search._truth import Calibration, Record, TruthWorld, calibrate, load_records
+from agentdesign.search._truth_search import raced, truth_search
 
 RESULTS = Path(__file__).parent.parent / "bench" / "results"
 
