@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from forked_python import run_forked
 from test_archive import SPEC, TASKS, _create_run, _evaluated
 
 from agentdesign.archive import Archive, ArchiveError
@@ -89,29 +89,24 @@ with Archive(sys.argv[1]) as archive:
 """
 
 
+def _another_process(db: Path) -> subprocess.CompletedProcess[str]:
+    """Runs _WRITE_FROM_ANOTHER_PROCESS in a process forked from one that imported agentdesign."""
+    other = run_forked(_WRITE_FROM_ANOTHER_PROCESS, str(db), cwd=Path.cwd(), timeout=60)
+    other.check_returncode()
+    return other
+
+
 def test_a_second_writing_process_on_sqlite_is_told_clearly(tmp_path: Path) -> None:
     db = tmp_path / "one.db"
     with Archive(str(db)) as archive:
         _create_run(archive)  # this process now writes the archive
-        other = subprocess.run(
-            [sys.executable, "-c", _WRITE_FROM_ANOTHER_PROCESS, str(db)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        other = _another_process(db)
         lines = other.stdout.splitlines()
         assert lines[0] == "1"
         assert "being written by another process" in lines[1]
         assert "one writing process at a time" in lines[1]
     # once this process closes the archive, the other may write
-    other = subprocess.run(
-        [sys.executable, "-c", _WRITE_FROM_ANOTHER_PROCESS, str(db)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    other = _another_process(db)
     assert other.stdout.splitlines() == ["1"]
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from forked_python import run_forked
 
 from agentdesign.archive import Archive
 from agentdesign.components import (
@@ -125,15 +125,8 @@ def test_the_cli_lists_an_installed_plugin(tmp_path: Path) -> None:
     }
 
     def listing(command: str) -> list[str]:
-        result = subprocess.run(
-            [*CLI, command, "--json"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        # a process of its own, forked from one that imported the CLI with the plugin installed
+        result = run_forked(CLI[2], command, "--json", cwd=tmp_path, env=env, timeout=120)
         assert result.returncode == 0, result.stderr
         assert not result.stderr  # no plugin was skipped
         return [entry["name"] for entry in json.loads(result.stdout)]
