@@ -29,14 +29,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentdesign.components._agent import Solver
+from agentdesign.components._channel import REQUEST_MARK, ChannelRefusal
 from agentdesign.components._parsing import extract_answer
 from agentdesign.components._registry import param, register
-from agentdesign.components._sandbox import (
-    REQUEST_MARK,
-    ChannelRefusal,
-    SandboxLimits,
-    run_python,
-)
+from agentdesign.components._sandbox import SandboxLimits, run_python
 from agentdesign.components._slots import Attempt, Workflow
 from agentdesign.components._trace import CallRecord, Message
 

@@ -42,6 +42,8 @@ _INLINED = (
     "_spec.py",
     "_agent.py",
     "_isolation.py",
+    "_sandbox_child.py",
+    "_channel.py",
     "_sandbox.py",
     "_functional.py",
     "_workflows.py",

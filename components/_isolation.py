@@ -69,12 +69,12 @@ _SYSTEM_PATHS = (
 _PROBE_S = 20.0
 _REAP_S = 5.0  # the most a namespace's teardown is awaited
 
-# Source run in the child before the program (see _sandbox._CHILD): it switches user, sets the
-# rlimits and applies Landlock. The launchers start it as pid 1 of its PID namespace, and pid 1
-# ignores the signals it has no handler for (SIGXCPU, say); so it forks, the program runs as its
-# child, and pid 1 only reaps and then reports the program's end. When pid 1 ends, the kernel
-# ends every other process in the namespace, and the launcher, its parent, reaps it: nothing is
-# orphaned for the host's init to reap (which, in a container, may never happen).
+# Source run in the child before the program (see _sandbox_child.CHILD_PROGRAM): it switches
+# user, sets the rlimits and applies Landlock. The launchers start it as pid 1 of its PID
+# namespace, and pid 1 ignores the signals it has no handler for (SIGXCPU, say); so it forks, the
+# program runs as its child, and pid 1 only reaps and then reports the program's end. When pid 1
+# ends, the kernel ends every other process in the namespace, and the launcher, its parent, reaps
+# it: nothing is orphaned for the host's init to reap (which, in a container, may never happen).
 CONFINE_SOURCE = r"""
 def _limit(resource, which, soft, hard):
     current_hard = resource.getrlimit(which)[1]

@@ -15,12 +15,14 @@ working directory, and reading outside it and the Python installation. The hook 
 refusal that the result reports; it is not a security boundary against code written to escape it
 (PEP 578 says so), the namespaces are. Where no namespaces can be made (macOS, say), the sandbox
 refuses to run code unless unsafe mode is on; every result says which isolation it ran under.
+
+The child's bootstrap and its audit hook are in `_sandbox_child.py`; the channel a served program
+sends requests on is in `_channel.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import selectors
@@ -32,11 +34,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
+from agentdesign.components._channel import Channel
 from agentdesign.components._isolation import (
-    CONFINE_CALL,
-    CONFINE_SOURCE,
     Isolation,
     confine_args,
     current_isolation,
@@ -44,15 +45,9 @@ from agentdesign.components._isolation import (
     require_isolation,
     spawn_confined,
 )
+from agentdesign.components._sandbox_child import CHILD_PROGRAM
 
-__all__ = [
-    "REQUEST_MARK",
-    "ChannelRefusal",
-    "SandboxLimits",
-    "SandboxResult",
-    "run_python",
-    "sandbox_isolation",
-]
+__all__ = ["SandboxLimits", "SandboxResult", "run_python", "sandbox_isolation"]
 
 # Exit codes the child uses to tell a refused operation and an exhausted heap from other failures.
 _VIOLATION_EXIT = 86
@@ -61,265 +56,6 @@ _VIOLATION_MARKER = "SANDBOX-VIOLATION: "
 # Per stream; beyond it the head and the tail are kept (the tail holds tracebacks and markers).
 _OUTPUT_LIMIT = 64 * 1024
 _MB = 1024 * 1024
-# A program served by the engine (`run_python(serve=...)`) writes each request as one line on
-# stdout, after this mark, as JSON; the engine answers with one JSON line on its stdin.
-REQUEST_MARK = b"\x1eagentdesign-request "
-_REQUEST_LIMIT = 1024 * 1024  # bytes of one request line; longer ones are output, not requests
-
-# The child's bootstrap, run with `python -I -B -X utf8 -c`. argv: `_isolation.confine_args` (work
-# dir, limits, confinement), then the fd holding the code, the violation and memory exit codes and
-# whether to install the hook. It is a string, not a module, so that the child imports nothing
-# beyond what it needs: in particular not our package or `subprocess` before the hook is in place.
-# The hook reads only values bound in its closure (no module globals, no builtins lookups, no
-# monkey-patchable Python helpers such as `os.path.realpath`) and never calls the program's code
-# (short of a custom `__fspath__`), so the program cannot change its rules by patching modules.
-_CHILD = (
-    "import os\nimport sys\n"
-    + CONFINE_SOURCE
-    + r"""
-
-def _install_hook(workdir, violation_exit):
-    write, exit_, lstat, readlink, getcwd = os.write, os._exit, os.lstat, os.readlink, os.getcwd
-    fspath, fs_encoding = os.fspath, sys.getfilesystemencoding()
-    flush_stdout = sys.stdout.flush
-    str_, bytes_, int_, tuple_, type_, len_, repr_ = str, bytes, int, tuple, type, len, repr
-    isinstance_, as_str, decode = isinstance, str.__str__, bytes.decode
-    base_exception, os_error = BaseException, OSError
-    split, join, startswith = str.split, str.join, str.startswith
-    safe_reprs = (str, bytes, int, float, bool, type(None))
-    realpath = os.path.realpath
-    read_roots = tuple(
-        sorted({realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                      sys.base_exec_prefix, "/usr/share/zoneinfo")} - {"/"})
-    )
-    read_files = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/full")
-    write_files = ("/dev/null",)
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    denied = frozenset((
-        "_posixsubprocess.fork_exec", "subprocess.Popen", "os.fork", "os.forkpty",
-        "os.posix_spawn", "os.spawn", "os.exec", "os.system", "os.kill", "os.killpg",
-        "os.link", "os.symlink", "os.pidfd_open",
-        "socket.bind", "socket.connect", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-        "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo", "socket.sethostname",
-        "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function", "ctypes.cdata",
-        "ctypes.string_at", "ctypes.wstring_at", "ctypes.PyObj_FromPtr",
-        "resource.setrlimit", "resource.prlimit", "fcntl.ioctl",
-        "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-        "syslog.openlog", "syslog.syslog",
-    ))
-    # Modules that reach files or processes in C without audit events.
-    denied_imports = frozenset(
-        ("_posixsubprocess", "_posixshmem", "_sqlite3", "_dbm", "_gdbm", "readline", "posix")
-    )
-    # event -> (writes?, ((index of a path, index of its dir_fd or None), ...))
-    path_events = {
-        "os.listdir": (False, ((0, None),)),
-        "os.scandir": (False, ((0, None),)),
-        "os.getxattr": (False, ((0, None),)),
-        "os.listxattr": (False, ((0, None),)),
-        "os.mkdir": (True, ((0, 2),)),
-        "os.remove": (True, ((0, 1),)),
-        "os.rmdir": (True, ((0, 1),)),
-        "os.rename": (True, ((0, 2), (1, 3))),
-        "os.chmod": (True, ((0, 2),)),
-        "os.chown": (True, ((0, 3),)),
-        "os.utime": (True, ((0, 3),)),
-        "os.truncate": (True, ((0, None),)),
-        "os.setxattr": (True, ((0, None),)),
-        "os.removexattr": (True, ((0, None),)),
-    }
-    hook_ref = []
-
-    def describe(value):
-        if type_(value) in safe_reprs:
-            text = repr_(value)
-        elif type_(value) is tuple_:
-            text = "(" + join(", ", [describe(item) for item in value]) + ")"
-        else:
-            text = "<" + type_(value).__name__ + ">"
-        return text if len_(text) <= 200 else text[:200] + "..."
-
-    def refuse(event, args):
-        try:
-            flush_stdout()
-        except base_exception:
-            pass
-        line = "\n" + "SANDBOX-VIOLATION: " + event + " " + describe(args) + "\n"
-        write(2, line.encode("utf-8", "replace"))
-        exit_(violation_exit)
-
-    def canonical(path):
-        # realpath without Python helpers: lexical after a missing component, as the kernel fails
-        # on those anyway; "" (never allowed) for symlink loops or a non-path base.
-        if not startswith(path, "/"):
-            return ""
-        done, pending, hops = [], split(path, "/")[::-1], 0
-        while pending:
-            part = pending.pop()
-            if part == "" or part == ".":
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
-            candidate = "/" + join("/", done + [part])
-            try:
-                mode = lstat(candidate).st_mode
-            except os_error:
-                done.append(part)
-                continue
-            if mode & 0o170000 != 0o120000:
-                done.append(part)
-                continue
-            hops += 1
-            if hops > 40:
-                return ""
-            target = readlink(candidate)
-            if startswith(target, "/"):
-                done = []
-            pending.extend(split(target, "/")[::-1])
-        return "/" + join("/", done)
-
-    def resolve(path, dir_fd):
-        # None for a file descriptor: it was opened under these rules.
-        if path is None:
-            path = "."
-        if type_(path) is int_:
-            return None
-        if type_(path) is not str_ and type_(path) is not bytes_:
-            path = fspath(path)
-        # Exact copies: a str subclass could override the methods used below.
-        if isinstance_(path, bytes_):
-            path = decode(path, fs_encoding, "surrogateescape")
-        else:
-            path = as_str(path)
-        if not startswith(path, "/"):
-            if type_(dir_fd) is int_ and dir_fd >= 0:
-                base = readlink("/proc/self/fd/" + str_(dir_fd))
-            else:
-                base = getcwd()
-            path = base + "/" + path
-        return canonical(path)
-
-    def within(path, roots):
-        for root in roots:
-            if path == root or startswith(path, root + "/"):
-                return True
-        return False
-
-    def allowed(path, dir_fd, writes):
-        resolved = resolve(path, dir_fd)
-        if resolved is None:
-            return True
-        if within(resolved, (workdir,)):
-            try:
-                kind = lstat(resolved).st_mode & 0o170000
-            except os_error:
-                return True
-            return kind != 0o020000 and kind != 0o060000  # no device nodes
-        if writes:
-            return resolved in write_files
-        return resolved in read_files or within(resolved, read_roots)
-
-    def hook(event, args):
-        try:
-            if event == "open":
-                path, mode, flags = args
-                writes = flags & write_flags != 0 or (
-                    type_(mode) is str_
-                    and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
-                )
-                ok = allowed(path, None, writes)
-            elif event in path_events:
-                writes, places = path_events[event]
-                ok = True
-                for path_at, dir_fd_at in places:
-                    dir_fd = None if dir_fd_at is None else args[dir_fd_at]
-                    ok = ok and allowed(args[path_at], dir_fd, writes)
-            elif event == "import":
-                # Five arguments: an extension module loaded from a file; only installed ones.
-                ok = as_str(args[0]) not in denied_imports and (
-                    len_(args) != 5 or args[1] is None or within(resolve(args[1], None), read_roots)
-                )
-            elif event == "socket.__new__":
-                ok = args[1] == 1  # AF_UNIX: socketpair (asyncio); connect and bind stay refused
-            elif event == "ctypes.dlopen":
-                ok = args[0] is None  # the interpreter itself; its symbols cannot be called anyway
-            elif event == "object.__setattr__" or event == "object.__delattr__":
-                ok = not hook_ref or args[0] is not hook_ref[0]
-            else:
-                ok = event not in denied
-        except base_exception:
-            ok = False
-        if not ok:
-            refuse(event, args)
-
-    # subprocess.Popen raises an audit event, the C function behind it does not; nor does
-    # os.pidfd_open (whose descriptor signals any process). Loaded here and stubbed, `import
-    # subprocess` still works (asyncio needs it); a fresh copy of either C module would need an
-    # import, which the hook refuses.
-    import _posixsubprocess
-    import posix
-
-    audit = sys.audit
-
-    def fork_exec(*args):
-        audit("_posixsubprocess.fork_exec")
-        raise PermissionError("process creation is not allowed in the sandbox")
-
-    def pidfd_open(*args):
-        audit("os.pidfd_open", *args)
-        raise PermissionError("process handles are not allowed in the sandbox")
-
-    _posixsubprocess.fork_exec = fork_exec
-    os.pidfd_open = posix.pidfd_open = pidfd_open
-    hook_ref.append(hook)
-    sys.addaudithook(hook)
-
-
-def _run(code_fd, violation_exit, memory_exit, hooks):
-    chunks = []
-    while chunk := os.read(code_fd, 1 << 16):
-        chunks.append(chunk)
-    os.close(code_fd)
-    source = b"".join(chunks).decode("utf-8", "surrogatepass")
-    workdir = os.path.realpath(sys.argv[1])
-    """
-    + CONFINE_CALL
-    + r"""
-
-    import linecache
-    import traceback
-    import types
-
-    # Tracebacks show the program's lines although no file holds it (mtime None: never rechecked).
-    linecache.cache["<sandbox>"] = (len(source), None, source.splitlines(True), "<sandbox>")
-    main = types.ModuleType("__main__")
-    sys.modules["__main__"] = main
-    if hooks:
-        _install_hook(workdir, violation_exit)
-    try:
-        exec(compile(source, "<sandbox>", "exec"), main.__dict__)
-    except SystemExit:
-        raise
-    except MemoryError:
-        main.__dict__.clear()
-        try:
-            sys.stdout.flush()
-        except BaseException:
-            pass
-        os.write(2, b"\nMemoryError: the memory limit was reached\n")
-        os._exit(memory_exit)
-    except BaseException as error:
-        # Without this frame: the program's own lines are what the reader needs. (The default
-        # excepthook would show no source lines: it reads files, not linecache.)
-        traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        sys.exit(1)
-
-
-_run(*map(int, sys.argv[9:13]))
-"""
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -379,11 +115,6 @@ def sandbox_isolation() -> str:
     return current_isolation().level
 
 
-class ChannelRefusal(Exception):
-    """Raised by a `serve` function for a request it refuses: the program gets the message as
-    an error reply, and runs on."""
-
-
 def run_python(
     code: str,
     *,
@@ -416,7 +147,7 @@ def run_python(
             code_file.seek(0)
             stdin_file.write(stdin.encode("utf-8", "replace"))
             stdin_file.seek(0)
-            argv = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _CHILD]
+            argv = [sys.executable, "-I", "-B", "-X", "utf8", "-c", CHILD_PROGRAM]
             argv += confine_args(
                 isolation,
                 workdir,
@@ -477,7 +208,7 @@ def _supervise(
     channel = None
     if serve is not None:
         assert process.stdin is not None
-        channel = _Channel(serve, process.stdin, captures["stdout"])
+        channel = Channel(serve, process.stdin, captures["stdout"].add)
     timed_out = False
     try:
         with selectors.DefaultSelector() as selector:
@@ -507,7 +238,7 @@ def _supervise(
 
 
 def _drain(
-    selector: selectors.BaseSelector, deadline: float, channel: _Channel | None = None
+    selector: selectors.BaseSelector, deadline: float, channel: Channel | None = None
 ) -> bool:
     """Reads both pipes until they close; False if the deadline (moved on by the time spent
     serving the channel's requests) came first."""
@@ -522,65 +253,6 @@ def _drain(
             else:
                 selector.unregister(key.fileobj)
     return True
-
-
-class _Channel:
-    """A served program's stdout: request lines are answered on its stdin, the rest is output."""
-
-    def __init__(self, serve: Callable[[Any], Any], reply: IO[bytes], output: _Capture) -> None:
-        self.serve = serve
-        self.reply = reply
-        self.output = output
-        self.pending = bytearray()
-        self.served_s = 0.0
-
-    def add(self, data: bytes) -> None:
-        self.pending += data
-        while True:
-            at = self.pending.find(REQUEST_MARK)
-            if at < 0:  # all output, but for what may be the start of a mark
-                keep = _mark_prefix(self.pending)
-                self._output(len(self.pending) - keep)
-                return
-            self._output(at)
-            end = self.pending.find(b"\n")
-            if end < 0:
-                if len(self.pending) > _REQUEST_LIMIT:
-                    self._output(len(self.pending))
-                return
-            line = bytes(self.pending[len(REQUEST_MARK) : end])
-            del self.pending[: end + 1]
-            self._answer(line)
-
-    def _output(self, n: int) -> None:
-        if n > 0:
-            self.output.add(bytes(self.pending[:n]))
-            del self.pending[:n]
-
-    def _answer(self, line: bytes) -> None:
-        started = time.monotonic()
-        try:
-            request = json.loads(line)
-        except ValueError:
-            reply: dict[str, Any] = {"error": "the request is not one line of JSON"}
-        else:
-            try:
-                reply = {"value": self.serve(request)}
-            except ChannelRefusal as refusal:
-                reply = {"error": str(refusal)}
-            finally:
-                self.served_s += time.monotonic() - started
-        with contextlib.suppress(OSError):  # the program may have exited meanwhile
-            self.reply.write(json.dumps(reply).encode() + b"\n")
-            self.reply.flush()
-
-
-def _mark_prefix(data: bytearray) -> int:
-    """How many bytes at the end of `data` could begin REQUEST_MARK."""
-    for n in range(min(len(data), len(REQUEST_MARK) - 1), 0, -1):
-        if data.endswith(REQUEST_MARK[:n]):
-            return n
-    return 0
 
 
 def _await_exit(pid: int, deadline: float) -> bool:
