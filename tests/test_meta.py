@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pytest
-from test_strategies import config, cot_is_right
+from test_strategies import GOLD, config, cot_is_right
 
 from agentdesign.archive import Archive
 from agentdesign.components import (
@@ -353,16 +353,27 @@ def test_model_calls_of_code_count_against_the_task_budget() -> None:
 # -- in a run -------------------------------------------------------------------------------------
 
 
+# A workflow the fake model below answers right, and nothing else: the meta run's winner.
+SOLVE_EXACTLY = "Solve exactly: "
+EXACT_CODE = f"""def run(question, agent):
+    reply = agent.call([{{"role": "user", "content": "{SOLVE_EXACTLY}" + question}}], max_tokens=64)
+    return "Checked. " + reply
+"""
+
+
 def designs_and_answers(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
     """A model that, asked as the meta agent, writes two designs (one of them invalid) and a
-    workflow in code; asked as an agent, is right with chain of thought (see cot_is_right)."""
+    workflow in code (EXACT_CODE); asked as an agent, it is right only through that code."""
     if messages[0]["content"].startswith("You design LLM agents"):
         designs = [
             {"workflow": "code", "reasoning": "cot"},
             {"workflow": "tree_of_thoughts"},
         ]
-        return json.dumps(designs) + f"\n```python\n{RUN_CODE}```"
-    return cot_is_right(model, messages, t, s)
+        return json.dumps(designs) + f"\n```python\n{EXACT_CODE}```"
+    asked = messages[-1]["content"]
+    if asked.startswith(SOLVE_EXACTLY):
+        return f"Answer: {GOLD.get(asked.removeprefix(SOLVE_EXACTLY), '0')}"
+    return "Answer: -1"
 
 
 def test_a_meta_run_records_every_proposal_and_pays_for_its_calls(tmp_path: Path) -> None:
@@ -380,11 +391,11 @@ def test_a_meta_run_records_every_proposal_and_pays_for_its_calls(tmp_path: Path
         agent = archive.get_agent(accepted.spec_hash)  # type: ignore[arg-type]
         assert agent.operator == "meta-code" and agent.parent_hash == accepted.parents[0]
         spec = AgentSpec.from_dict(agent.spec)
-        assert spec["workflow"].source == RUN_CODE  # the code went through the optuna trial intact
+        assert spec["workflow"].source == EXACT_CODE  # the code went through the trial intact
         evaluation = next(
             e for e in archive.run_evaluations("meta") if e.agent_hash == spec.spec_hash
         )
-        assert evaluation.mean == 1.0  # the code workflow ran in the sandbox, cot inside it
+        assert evaluation.mean == 1.0  # the code workflow ran in the sandbox, its call right
         invalid = next(p for p in proposals if p.status == "invalid")
         assert "tree_of_thoughts" in (invalid.reason or "") and invalid.response
         # every meta call is a search call: in the run's tokens, in no agent's
@@ -422,7 +433,7 @@ def test_a_code_workflow_exports_and_answers_as_in_the_archive(tmp_path: Path) -
     loaded.loader.exec_module(module)
     assert module.SPEC.to_json() == spec.to_json()  # the file carries the workflow's source
     exported = module.Agent(
-        module.SPEC, llm=FakeChatModel(cot_is_right), train_examples=module.EXAMPLES
+        module.SPEC, llm=FakeChatModel(designs_and_answers), train_examples=module.EXAMPLES
     )
     questions = {t.question: t.id for t in gsm8k.tasks()}
     tasks = {task_id: q for q, task_id in questions.items() if task_id in recorded}

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 from test_report import INJECTED, PLOTS, meta_report, searched_report
 
+from agentdesign.archive import Archive
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, Route
 
@@ -125,7 +127,9 @@ def test_the_meta_agents_text_is_folded_text_not_markup(
     """The meta agent's prompts and responses are model-written: in the page they are text in
     closed <details>, whatever markup they hold; opening one shows the text as the model wrote
     it."""
-    report, _ = meta_report(tmp_path_factory)
+    report, database = meta_report(tmp_path_factory)
+    with Archive(str(database)) as archive:
+        n_calls = archive.search_call_totals("meta")["meta"][0]
     page = chromium.new_page(viewport={"width": 1200, "height": 900})
     errors: list[str] = []
 
@@ -144,7 +148,7 @@ def test_the_meta_agents_text_is_folded_text_not_markup(
     page.route("**/*", offline)
     page.goto(report.as_uri(), wait_until="load")
     folded = page.locator("#meta-agent details")
-    assert folded.count() == 2
+    assert folded.count() == 2 * n_calls  # each reply's prompt and response, once
     assert page.evaluate("document.querySelectorAll('#meta-agent details[open]').length") == 0
     assert page.locator("#injected").count() == 0
     response = folded.nth(1)
