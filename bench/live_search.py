@@ -26,8 +26,14 @@ from _common import interval_legend, markdown_table, score_cell, score_summary
 from agentdesign.archive import Archive, ArchiveError
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import ScoreSummary, TaskOutcome
-from agentdesign.search import Budget, Reporter, RunConfig, resume_search, run_search
-from agentdesign.search._space import space_from_option
+from agentdesign.search import (
+    Budget,
+    Reporter,
+    RunConfig,
+    resume_search,
+    run_search,
+    space_from_option,
+)
 
 
 class _Progress(Reporter):

@@ -28,9 +28,7 @@ from live_search import finished, search
 from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import ScoreSummary
-from agentdesign.search import Budget, RunConfig
-from agentdesign.search._space import space_from_option
-from agentdesign.search._verdict import run_verdict
+from agentdesign.search import Budget, RunConfig, run_verdict, space_from_option
 
 VARIANTS = {
     "mcts": {"strategy": "mcts"},

@@ -62,8 +62,14 @@ from scipy import special
 from threadpoolctl import threadpool_limits
 
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec
-from agentdesign.search import Labelled, SearchSpace, ValueModel, prompt_params, rank_correlation
-from agentdesign.search._space import SPACE_PRESETS
+from agentdesign.search import (
+    SPACE_PRESETS,
+    Labelled,
+    SearchSpace,
+    ValueModel,
+    prompt_params,
+    rank_correlation,
+)
 from agentdesign.search._truth import Calibration, TruthWorld, calibrate, load_records
 from agentdesign.search._value import (
     _PROMPT_FEATURES,

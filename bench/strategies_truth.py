@@ -76,6 +76,7 @@ from agentdesign.search import (
     STRATEGIES,
     GuidedStrategy,
     Labelled,
+    Racing,
     ReplayTable,
     SearchSpace,
     Strategy,
@@ -85,7 +86,6 @@ from agentdesign.search import (
     split_half_reliability,
     supports_refinement,
 )
-from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated
 from agentdesign.search._truth import Calibration, TruthWorld, calibrate, load_records
 from agentdesign.search._truth_search import TruthRun, full_items, raced, truth_search

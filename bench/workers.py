@@ -26,9 +26,7 @@ from sqlalchemy import create_engine, func, select, text
 
 from agentdesign.archive import Archive
 from agentdesign.archive._tables import EvaluationRow, TaskResultRow
-from agentdesign.search import Budget, RunConfig
-from agentdesign.search._runs import run_worker
-from agentdesign.search._space import space_from_option
+from agentdesign.search import Budget, RunConfig, run_worker, space_from_option
 
 RUN = "bench-workers"
 

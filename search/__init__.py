@@ -30,6 +30,7 @@ from agentdesign.search._meta import (
     item_front,
 )
 from agentdesign.search._prior import labelled_from_archive
+from agentdesign.search._racing import Racing
 from agentdesign.search._refine import Failure, PromptRefiner, Refinement
 from agentdesign.search._replay import (
     ReplayResult,
@@ -40,8 +41,14 @@ from agentdesign.search._replay import (
 )
 from agentdesign.search._reply import parse_designs
 from agentdesign.search._reporting import Reporter, RunSummary
-from agentdesign.search._runs import resume_search, run_search
-from agentdesign.search._space import SearchSpace, prompt_params
+from agentdesign.search._runs import finalize_run, resume_search, run_search, run_worker
+from agentdesign.search._space import (
+    SPACE_PRESETS,
+    SearchSpace,
+    prompt_params,
+    space_from_option,
+    unsuited_components,
+)
 from agentdesign.search._strategies import (
     STRATEGIES,
     OptunaStrategy,
@@ -59,12 +66,15 @@ from agentdesign.search._value import (
     design_features,
     rank_correlation,
 )
+from agentdesign.search._verdict import BaselineVerdict, RunVerdict, run_verdict
 
 __all__ = [
     "META_STATUSES",
     "OBJECTIVES",
     "REPLAY_FORMAT",
+    "SPACE_PRESETS",
     "STRATEGIES",
+    "BaselineVerdict",
     "Budget",
     "Candidate",
     "EvolutionStrategy",
@@ -80,6 +90,7 @@ __all__ = [
     "OptunaStrategy",
     "PromptRefiner",
     "Proposal",
+    "Racing",
     "Refinement",
     "RegisteredStrategy",
     "ReplayDesign",
@@ -88,6 +99,7 @@ __all__ = [
     "Reporter",
     "RunConfig",
     "RunSummary",
+    "RunVerdict",
     "Search",
     "SearchSpace",
     "Strategy",
@@ -99,6 +111,7 @@ __all__ = [
     "crossover",
     "design_features",
     "evaluate_agent",
+    "finalize_run",
     "held_out_accuracy",
     "history_from_study",
     "item_front",
@@ -115,7 +128,11 @@ __all__ = [
     "replay_search",
     "resume_search",
     "run_search",
+    "run_verdict",
+    "run_worker",
     "shuffled_replay",
+    "space_from_option",
     "split_half_reliability",
     "supports_refinement",
+    "unsuited_components",
 ]

@@ -37,8 +37,7 @@ from agentdesign.evaluators import (
     run_task,
 )
 from agentdesign.evaluators._environments import _check_simulator
-from agentdesign.search import SearchSpace
-from agentdesign.search._space import SPACE_PRESETS
+from agentdesign.search import SPACE_PRESETS, SearchSpace
 
 REACT = AgentSpec.create(model="fake/model", workflow="react")
 TWX_NAMES = ("twx-arithmetic", "twx-coin", "twx-sorting", "twx-cooking")

@@ -29,8 +29,7 @@ from agentdesign.evaluators import (
     available_benchmarks,
     summarize,
 )
-from agentdesign.search import STRATEGIES, Budget, RunConfig, run_search
-from agentdesign.search._verdict import run_verdict
+from agentdesign.search import STRATEGIES, Budget, RunConfig, run_search, run_verdict
 from agentdesign.search.cli import _app
 from agentdesign.search.cli._progress import ProgressReporter, progress_bars
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentdesign.components import AgentDesignError
-from agentdesign.search._racing import Racing
+from agentdesign.search import Racing
 
 
 def test_stages_double_below_the_full_count() -> None:

@@ -14,9 +14,18 @@ from agentdesign.archive import Archive
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, Message
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import TaskOutcome, get_benchmark, make_split
-from agentdesign.search import Budget, Reporter, RunConfig, SearchSpace, resume_search, run_search
+from agentdesign.search import (
+    SPACE_PRESETS,
+    Budget,
+    Reporter,
+    RunConfig,
+    SearchSpace,
+    resume_search,
+    run_search,
+    space_from_option,
+    unsuited_components,
+)
 from agentdesign.search._loop import study_name
-from agentdesign.search._space import SPACE_PRESETS, space_from_option, unsuited_components
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 

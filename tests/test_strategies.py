@@ -21,6 +21,7 @@ from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, Message
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import (
+    SPACE_PRESETS,
     STRATEGIES,
     Budget,
     EvolutionStrategy,
@@ -48,7 +49,6 @@ from agentdesign.search import (
     split_half_reliability,
 )
 from agentdesign.search._loop import study_name
-from agentdesign.search._space import SPACE_PRESETS
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 QUICK = SPACE_PRESETS["quick"]

@@ -16,13 +16,13 @@ from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.search import (
     History,
     Proposal,
+    Racing,
     ReplayTable,
     Strategy,
     make_strategy,
     rank_correlation,
     split_half_reliability,
 )
-from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated
 from agentdesign.search._truth import Calibration, Record, TruthWorld, calibrate, load_records
 from agentdesign.search._truth_search import raced, truth_search

@@ -14,9 +14,16 @@ from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
 from agentdesign.components import AgentDesignError, AgentSpec, Message
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark
-from agentdesign.search import Budget, Reporter, RunConfig, SearchSpace, resume_search, run_search
-from agentdesign.search._prior import labelled_from_archive
-from agentdesign.search._runs import finalize_run
+from agentdesign.search import (
+    Budget,
+    Reporter,
+    RunConfig,
+    SearchSpace,
+    finalize_run,
+    labelled_from_archive,
+    resume_search,
+    run_search,
+)
 from agentdesign.search._verdict import (
     cot_baseline,
     cot_sc_baseline,

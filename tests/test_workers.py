@@ -27,10 +27,10 @@ _WORKER = """
 import json, sys
 from agentdesign.archive import Archive
 from agentdesign.components.testing import FakeChatModel
-from agentdesign.search._config import Budget, RunConfig
-from agentdesign.search._reporting import Reporter
-from agentdesign.search._runs import resume_search, run_worker
-from agentdesign.search._space import space_from_option
+from agentdesign.search import Budget, RunConfig
+from agentdesign.search import Reporter
+from agentdesign.search import resume_search, run_worker
+from agentdesign.search import space_from_option
 
 url, name, log_path, mode = sys.argv[1:5]
 
