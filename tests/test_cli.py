@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,19 @@ from conftest import EmbeddedSpeed
 from forked_python import run_forked
 from test_report import assert_self_contained
 
-from agentdesign.components import REGISTRY, SLOTS
+from agentdesign.components import REGISTRY, SLOTS, default_cache_dir
 
 CLI = [sys.executable, "-c", "from agentdesign.search.cli import main; main()"]
 
 
-def agentdesign(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`agentdesign ARGS` in a process of its own, forked from one that imported the CLI once."""
-    env = {**os.environ, "COLUMNS": "200"}  # wide enough that rich truncates no name
-    return run_forked(CLI[2], *args, cwd=cwd, env=env, timeout=timeout)
+def agentdesign(
+    *args: str, cwd: Path, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`agentdesign ARGS` in a process of its own, forked from one that imported the CLI once;
+    `env` adds to the environment."""
+    # wide enough that rich truncates no name
+    full = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return run_forked(CLI[2], *args, cwd=cwd, env=full, timeout=timeout)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], needle: str) -> None:
@@ -161,6 +166,13 @@ def test_real_search_kill_resume_and_export_on_smollm2(
     """
     task_tokens, cot_tokens = 400, 512
     db = tmp_path / "real.db"
+    # A cache of its own (the model files shared): with answers cached by an earlier run, the
+    # run would finish before the kill, and nothing would be killed or resumed.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if (default_cache_dir() / "models").is_dir():
+        (cache / "models").symlink_to(default_cache_dir() / "models")
+    fresh = {"AGENTDESIGN_CACHE_DIR": str(cache)}
     args = [
         "run",
         "--name",
@@ -183,7 +195,12 @@ def test_real_search_kill_resume_and_export_on_smollm2(
         str(db),
     ]
     proc = subprocess.Popen(
-        [*CLI, *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [*CLI, *args],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **fresh},
     )
     # Kill it hard as soon as some task results are committed.
     deadline = smollm2_speed.timeout(2 * task_tokens)
@@ -198,10 +215,17 @@ def test_real_search_kill_resume_and_export_on_smollm2(
     proc.wait(timeout=30)
     committed = _task_rows(db)
     assert committed, "the run committed no task result before it was killed"
+    assert _run_status(db) != "finished", "the run finished before the kill: nothing was killed"
 
     rest = 2 * 3 * task_tokens + task_tokens + cot_tokens
     resumed = agentdesign(
-        "resume", "real", "--storage", str(db), cwd=tmp_path, timeout=smollm2_speed.timeout(rest)
+        "resume",
+        "real",
+        "--storage",
+        str(db),
+        cwd=tmp_path,
+        timeout=smollm2_speed.timeout(rest),
+        env=fresh,
     )
     assert resumed.returncode == 0, resumed.stderr
     after = _task_rows(db)
@@ -225,6 +249,11 @@ def test_real_search_kill_resume_and_export_on_smollm2(
     )
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.strip()
+
+
+def _run_status(db: Path) -> str:
+    with sqlite3.connect(db, timeout=5) as conn:
+        return str(conn.execute("SELECT status FROM ad_run").fetchone()[0])
 
 
 def _count(db: Path, table: str) -> int:
