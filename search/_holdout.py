@@ -5,41 +5,19 @@ designs, so the verdict compares them on the same items.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Sequence
-from typing import Any
-
-import optuna
-
-from agentdesign.archive import Archive, ArchiveError, EvaluationRecord, RunRecord
+from agentdesign.archive import ArchiveError, EvaluationRecord
 from agentdesign.components import AgentSpec
-from agentdesign.evaluators import Benchmark, InteractiveBenchmark, Task
-from agentdesign.search._config import RunConfig
+from agentdesign.evaluators import InteractiveBenchmark, Task
+from agentdesign.search._part import SearchPart
 from agentdesign.search._verdict import cot_baseline, cot_sc_baseline
 
 __all__ = ["HoldoutConfirmation"]
 
 
-class HoldoutConfirmation:
+class HoldoutConfirmation(SearchPart):
     """The search's holdout steps, as a part of it (`_loop._Search`), which evaluates for them."""
 
-    archive: Archive
-    run: RunRecord
-    config: RunConfig
-    benchmark: Benchmark
     holdout_tasks: tuple[Task, ...]
-
-    @abstractmethod
-    def _evaluate(
-        self,
-        spec: AgentSpec,
-        tasks: Sequence[Any],
-        split: str,
-        trial: optuna.Trial | optuna.trial.FrozenTrial | None,
-        *,
-        role: str = "candidate",
-    ) -> EvaluationRecord | None:
-        """Evaluates `spec` on `tasks`, as the search does (see `_loop._Search._evaluate`)."""
 
     def _confirm_on_holdout(self) -> tuple[EvaluationRecord, ...]:
         """Records the winner, chosen on search scores alone, then scores it, the baselines and

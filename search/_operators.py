@@ -6,44 +6,22 @@ against its budget), never in an agent's score.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Sequence
-from typing import Any
-
-import optuna
-
-from agentdesign.archive import Archive, EvaluationRecord, RunRecord
 from agentdesign.components import AgentSpec, ChatModel, Completion
 from agentdesign.evaluators import Task
-from agentdesign.search._config import RunConfig
 from agentdesign.search._meta import MetaAgent, MetaOutcome, item_front
+from agentdesign.search._part import SearchPart
 from agentdesign.search._refine import Failure, PromptRefiner
 from agentdesign.search._space import SearchSpace
 
 __all__ = ["ModelOperators"]
 
 
-class ModelOperators:
+class ModelOperators(SearchPart):
     """Builds the run's refiner and meta agent, and records what they do."""
 
-    archive: Archive
-    run: RunRecord
-    config: RunConfig
     llm: ChatModel
     space: SearchSpace
     dev_tasks: tuple[Task, ...]
-
-    @abstractmethod
-    def _evaluate(
-        self,
-        spec: AgentSpec,
-        tasks: Sequence[Any],
-        split: str,
-        trial: optuna.Trial | optuna.trial.FrozenTrial | None,
-        *,
-        role: str = "candidate",
-    ) -> EvaluationRecord | None:
-        """Evaluates `spec` on `tasks`, as the search does (see `_loop._Search._evaluate`)."""
 
     def _refiner(self, *, every: int) -> PromptRefiner:
         return PromptRefiner(
