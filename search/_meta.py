@@ -204,7 +204,15 @@ class MetaAgent:
             bounds = screen([outcomes[i].spec for i in valid])  # type: ignore[misc]
             chosen = valid[int(np.argmax(bounds))]
             outcomes = [
-                o if i == chosen or o.status != "accepted" else replace(o, status="screened")
+                o
+                if i == chosen or o.status != "accepted"
+                else replace(
+                    o,
+                    status="screened",
+                    reason="; ".join(
+                        filter(None, ["another design of the reply screened better", o.reason])
+                    ),
+                )
                 for i, o in enumerate(outcomes)
             ]
         for n, outcome in enumerate(outcomes):  # the call's tokens once, on its first outcome

@@ -531,7 +531,12 @@ def test_code_in_the_json_or_from_the_parent_is_taken() -> None:
 def test_mcts_takes_meta_proposals_during_its_cold_start(tmp_path: Path) -> None:
     def writes_a_design(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
         if messages[0]["content"].startswith("You design LLM agents"):
-            return json.dumps({"reasoning": "cot", "memory": {"name": "few_shot", "k": 2}})
+            return json.dumps(
+                [
+                    {"reasoning": "cot", "memory": {"name": "few_shot", "k": 2}},
+                    {"reasoning": "cot", "memory": {"name": "few_shot", "k": 1}},
+                ]
+            )
         return cot_is_right(model, messages, t, s)
 
     with Archive(str(tmp_path / "c.db")) as archive:
@@ -545,7 +550,9 @@ def test_mcts_takes_meta_proposals_during_its_cold_start(tmp_path: Path) -> None
             for e in archive.run_evaluations("cold", split="search")
             if set(e.task_ids) == set(archive.get_run("cold").search_task_ids)
         ]
+        screened = archive.proposals("cold", status="screened")
     assert operators[0] == "initial" and "meta" in operators  # within mcts's 8-design start
+    assert screened and "screened better" in (screened[0].reason or "")  # archived, with why
 
 
 def test_a_provider_failure_inside_code_is_the_agent_s_error_not_the_code_s() -> None:
