@@ -14,7 +14,9 @@ resumes when rerun; `--archived` only reports finished runs (no model call).
 
 Prints per run: designs the meta agent wrote, the share that was valid (accepted, screened out or
 a duplicate), those evaluated, the meta agent's tokens, agents evaluated, total tokens, the best
-search score, the winner's holdout score and its paired gain over CoT (the run's verdict).
+search score, the winner's holdout score and its paired gain over CoT (the run's verdict), and the
+winner minus mcts's winner, paired on the holdout items (`--against` names the mcts run when it is
+not among the variants run).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from live_search import finished, search
 
 from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec
-from agentdesign.evaluators import ScoreSummary
-from agentdesign.search import Budget, RunConfig, run_verdict, space_from_option
+from agentdesign.evaluators import ScoreSummary, paired_difference
+from agentdesign.search import META_STATUSES, Budget, RunConfig, run_verdict, space_from_option
 
 VARIANTS = {
     "mcts": {"strategy": "mcts"},
@@ -37,9 +39,34 @@ VARIANTS = {
 }
 
 
+def winner_holdout(archive: Archive, name: str) -> dict[str, float]:
+    """The run's winner's holdout scores by task (empty before it is confirmed)."""
+    winner = archive.get_run(name).winner_hash
+    for evaluation in archive.run_evaluations(name, split="holdout"):
+        if evaluation.agent_hash == winner and evaluation.status == "complete":
+            return {t: r.score for t, r in archive.task_results(evaluation.id).items()}
+    return {}
+
+
+def versus(archive: Archive, name: str, other: str | None) -> str:
+    """This run's winner minus `other` run's, paired on the holdout items both were scored on."""
+    if other is None or other == name:
+        return "-"
+    mine, theirs = winner_holdout(archive, name), winner_holdout(archive, other)
+    shared = sorted(set(mine) & set(theirs))
+    if not shared:
+        return "-"
+    d = paired_difference([mine[t] for t in shared], [theirs[t] for t in shared])
+    return f"{d.mean_diff:+.2f} [{d.ci_low:+.2f}, {d.ci_high:+.2f}] n={d.n}, p = {d.p_value:.3g}"
+
+
 def row(archive: Archive, name: str, summaries: list[ScoreSummary]) -> dict[str, str]:
     """The table cells of a finished run; appends its scores' summaries to `summaries`."""
-    counts = archive.proposal_counts(name)
+    # Rows a resume recorded twice (before the fix in search/_operators.py) count once.
+    kept = {
+        (p.prompt, p.response, p.status, p.reason, p.spec_hash) for p in archive.proposals(name)
+    }
+    counts = {status: sum(k[2] == status for k in kept) for status in META_STATUSES}
     written = sum(counts.values()) - counts["failed"]
     valid = counts["accepted"] + counts["screened"] + counts["duplicate"]
     meta_calls = archive.search_call_totals(name).get("meta")
@@ -92,6 +119,11 @@ def main() -> None:
     parser.add_argument(
         "--archived", action="store_true", help="report the archive's finished runs only"
     )
+    parser.add_argument(
+        "--against",
+        help="the run each winner is compared with on the holdout, paired (default: the mcts "
+        "variant's run, if run here)",
+    )
     args = parser.parse_args()
     narrowing = space_from_option(args.space)
     names = {
@@ -121,7 +153,15 @@ def main() -> None:
                 ),
             )
         summaries: list[ScoreSummary] = []
-        rows = [{"run": v, **row(archive, name, summaries)} for v, name in names.items()]
+        against = args.against or names.get("mcts")
+        rows = [
+            {
+                "run": v,
+                **row(archive, name, summaries),
+                "winner vs mcts's winner (holdout, paired)": versus(archive, name, against),
+            }
+            for v, name in names.items()
+        ]
     print(markdown_table(rows, right=("meta tokens", "agents", "tokens")))
     print()
     print(interval_legend(summaries))

@@ -110,8 +110,8 @@ class MetaAgent:
     `failures(spec)` gives tasks `spec` got wrong on development items; `tokens_of(hash)` a
     design's tokens per item; `front()` the per-item Pareto front (each design best on at least
     one search item, with how many), from which the parent is drawn as GEPA does; `on_call`
-    receives each completion (the run records its cost) and `record` each outcome. A strategy
-    holding it makes every `every`-th proposal a meta proposal.
+    receives each completion (the run records its cost) and `record` the outcomes of each call.
+    A strategy holding it makes every `every`-th proposal a meta proposal.
     """
 
     def __init__(
@@ -124,7 +124,7 @@ class MetaAgent:
         tokens_of: Callable[[str], float | None] | None = None,
         front: Callable[[], Mapping[str, int]] | None = None,
         on_call: Callable[[Completion], None] | None = None,
-        record: Callable[[MetaOutcome], None] | None = None,
+        record: Callable[[Sequence[MetaOutcome]], None] | None = None,
         every: int = 1,
         n_view: int = 4,
         n_designs: int = 3,
@@ -192,7 +192,7 @@ class MetaAgent:
             )
         except LLMCallError as exc:
             self._record(
-                MetaOutcome(operator, parents, prompt, "", "failed", f"call failed: {exc}")
+                [MetaOutcome(operator, parents, prompt, "", "failed", f"call failed: {exc}")]
             )
             return None
         if self.on_call is not None:
@@ -215,23 +215,25 @@ class MetaAgent:
                 )
                 for i, o in enumerate(outcomes)
             ]
-        for n, outcome in enumerate(outcomes):  # the call's tokens once, on its first outcome
-            self._record(
+        self._record(  # the call's tokens once, on its first outcome
+            [
                 replace(
                     outcome,
                     prompt_tokens=completion.prompt_tokens if n == 0 else 0,
                     completion_tokens=completion.completion_tokens if n == 0 else 0,
                 )
-            )
+                for n, outcome in enumerate(outcomes)
+            ]
+        )
         if chosen is None:
             return None
         spec = outcomes[chosen].spec
         assert spec is not None
         return Proposal(spec=spec, parents=parents, operator=outcomes[chosen].operator)
 
-    def _record(self, outcome: MetaOutcome) -> None:
+    def _record(self, outcomes: Sequence[MetaOutcome]) -> None:
         if self.record is not None:
-            self.record(outcome)
+            self.record(outcomes)
 
     # -- the view --
 

@@ -6,6 +6,8 @@ against its budget), never in an agent's score.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agentdesign.components import AgentSpec, ChatModel, Completion
 from agentdesign.evaluators import Task
 from agentdesign.search._meta import MetaAgent, MetaOutcome, item_front
@@ -42,7 +44,7 @@ class ModelOperators(SearchPart):
             tokens_of=self._tokens_per_item,
             front=self._item_front,
             on_call=lambda completion: self._record_search_call(completion, "meta", model=model),
-            record=self._record_proposal,
+            record=self._record_proposals,
             every=self.config.meta_period,
             n_view=self.config.meta_view,
             code=self.config.meta_code,
@@ -101,6 +103,17 @@ class ModelOperators(SearchPart):
             cost=completion.cost,
             latency_s=completion.latency_s,
         )
+
+    def _record_proposals(self, outcomes: Sequence[MetaOutcome]) -> None:
+        """The outcomes of one meta agent call, but those the run holds already: a run resumed
+        before its proposal became a trial asks again and gets the cached reply, whose outcomes
+        were recorded in order up to where it stopped."""
+        if not outcomes:
+            return
+        call = (outcomes[0].prompt, outcomes[0].response)
+        held = sum((p.prompt, p.response) == call for p in self.archive.proposals(self.run.name))
+        for outcome in outcomes[held:]:
+            self._record_proposal(outcome)
 
     def _record_proposal(self, outcome: MetaOutcome) -> None:
         """Every design the meta agent wrote, with its fate; a valid one's spec is archived too,

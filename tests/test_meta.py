@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pytest
-from test_strategies import GOLD, config, cot_is_right
+from test_strategies import GOLD, Killed, config, cot_is_right
 
 from agentdesign.archive import Archive
 from agentdesign.components import (
@@ -38,6 +38,7 @@ from agentdesign.search import (
     item_front,
     merge_prompts,
     parse_designs,
+    resume_search,
     run_search,
 )
 
@@ -85,7 +86,7 @@ def meta(
         model=MODEL,
         space=space,
         failures=lambda spec: FAILED,
-        record=outcomes.append,
+        record=outcomes.extend,
         **kwargs,  # type: ignore[arg-type]
     )
     return agent, outcomes, llm
@@ -561,3 +562,35 @@ def test_a_provider_failure_inside_code_is_the_agent_s_error_not_the_code_s() ->
     result = build_agent(spec, llm=llm).run("q")
     assert result.error_kind == "provider" and "503" in (result.error or "")
     assert all(r.role != "code" for r in result.trace)  # the program was stopped, not failed
+
+
+def test_a_run_killed_while_recording_a_reply_records_each_design_once(tmp_path: Path) -> None:
+    def two_designs(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        if messages[0]["content"].startswith("You design LLM agents"):
+            return json.dumps([{"workflow": "tree_of_thoughts"}, {"brain": "big"}])
+        return cot_is_right(model, messages, t, s)
+
+    with Archive(str(tmp_path / "k.db")) as archive:
+        record = archive.add_proposal
+        calls = 0
+
+        def dies_on_the_second(**fields: object) -> object:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                raise Killed
+            return record(**fields)  # type: ignore[arg-type]
+
+        archive.add_proposal = dies_on_the_second  # type: ignore[method-assign]
+        with pytest.raises(Killed):
+            run_search(
+                archive,
+                config("k", "meta", budget=Budget(max_agents=3)),
+                llm=FakeChatModel(two_designs),
+            )
+        archive.add_proposal = record  # type: ignore[method-assign]
+        resume_search(archive, "k", llm=FakeChatModel(two_designs))
+        proposals = archive.proposals("k")
+    first_call = [p.reason or "" for p in proposals if p.prompt == proposals[0].prompt]
+    assert len(first_call) == 2  # the one recorded before the kill, and the other after
+    assert "tree_of_thoughts" in first_call[0] and "unknown slot" in first_call[1]
