@@ -30,7 +30,7 @@ from live_search import finished, search
 from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import ScoreSummary, paired_difference
-from agentdesign.search import META_STATUSES, Budget, RunConfig, run_verdict, space_from_option
+from agentdesign.search import Budget, RunConfig, run_verdict, space_from_option
 
 VARIANTS = {
     "mcts": {"strategy": "mcts"},
@@ -62,11 +62,7 @@ def versus(archive: Archive, name: str, other: str | None) -> str:
 
 def row(archive: Archive, name: str, summaries: list[ScoreSummary]) -> dict[str, str]:
     """The table cells of a finished run; appends its scores' summaries to `summaries`."""
-    # Rows a resume recorded twice (before the fix in search/_operators.py) count once.
-    kept = {
-        (p.prompt, p.response, p.status, p.reason, p.spec_hash) for p in archive.proposals(name)
-    }
-    counts = {status: sum(k[2] == status for k in kept) for status in META_STATUSES}
+    counts = archive.proposal_counts(name)
     written = sum(counts.values()) - counts["failed"]
     valid = counts["accepted"] + counts["screened"] + counts["duplicate"]
     meta_calls = archive.search_call_totals(name).get("meta")
