@@ -295,7 +295,13 @@ class MetaAgent:
                 for f in failed
             ]
         goal = "better than design 1, and different from every design shown" if shown else "good"
-        parts.append(f"Propose {self.n_designs} new designs likely to score {goal}. JSON only.")
+        ask = f"Propose {self.n_designs} new designs likely to score {goal}."
+        if self.code:  # small models name the code workflow and forget its code (live runs)
+            ask += (
+                ' A design whose workflow is "code" needs its program: after the JSON, write '
+                "one ```python block defining run(question, agent)."
+            )
+        parts.append(ask + (" JSON only." if not self.code else ""))
         return "\n\n".join(parts)
 
     def _catalogue(self) -> str:
