@@ -109,8 +109,9 @@ class MetaAgent:
     either: it designs from the catalogue alone); half as many weaker ones are shown for contrast.
     `failures(spec)` gives tasks `spec` got wrong on development items; `tokens_of(hash)` a
     design's tokens per item; `front()` the per-item Pareto front (each design best on at least
-    one search item, with how many), from which the parent is drawn as GEPA does; `on_call`
-    receives each completion (the run records its cost) and `record` the outcomes of each call.
+    one search item, with how many), from which the parent is drawn as GEPA does; `on_start` is
+    called before each call, `on_call` receives each completion (the run records its cost) and
+    `record` the outcomes of each call.
     A strategy holding it makes every `every`-th proposal a meta proposal.
     """
 
@@ -124,6 +125,7 @@ class MetaAgent:
         tokens_of: Callable[[str], float | None] | None = None,
         front: Callable[[], Mapping[str, int]] | None = None,
         on_call: Callable[[Completion], None] | None = None,
+        on_start: Callable[[], None] | None = None,
         record: Callable[[Sequence[MetaOutcome]], None] | None = None,
         every: int = 1,
         n_view: int = 4,
@@ -151,6 +153,7 @@ class MetaAgent:
         self.tokens_of = tokens_of
         self.front = front
         self.on_call = on_call
+        self.on_start = on_start
         self.record = record
         self.every = every
         self.n_view = n_view
@@ -179,6 +182,8 @@ class MetaAgent:
         prompt = self._prompt(history.description, shown, failed)
         operator = "meta"
         parents = (parent.spec_hash,) if parent is not None else ()
+        if self.on_start is not None:
+            self.on_start()
         try:
             completion = self.llm.complete(
                 model=self.model,

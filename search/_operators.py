@@ -13,6 +13,7 @@ from agentdesign.evaluators import Task
 from agentdesign.search._meta import MetaAgent, MetaOutcome, item_front
 from agentdesign.search._part import SearchPart
 from agentdesign.search._refine import Failure, PromptRefiner
+from agentdesign.search._reporting import Reporter
 from agentdesign.search._space import SearchSpace
 
 __all__ = ["ModelOperators"]
@@ -22,6 +23,7 @@ class ModelOperators(SearchPart):
     """Builds the run's refiner and meta agent, and records what they do."""
 
     llm: ChatModel
+    reporter: Reporter
     space: SearchSpace
     dev_tasks: tuple[Task, ...]
 
@@ -43,12 +45,18 @@ class ModelOperators(SearchPart):
             failures=self._failures if self.dev_tasks else None,
             tokens_of=self._tokens_per_item,
             front=self._item_front,
-            on_call=lambda completion: self._record_search_call(completion, "meta", model=model),
+            on_start=lambda: self.reporter.search_call_started("meta"),
+            on_call=lambda completion: self._meta_call_done(completion, model),
             record=self._record_proposals,
             every=self.config.meta_period,
             n_view=self.config.meta_view,
             code=self.config.meta_code,
         )
+
+    def _meta_call_done(self, completion: Completion, model: str) -> None:
+        self._record_search_call(completion, "meta", model=model)
+        tokens = completion.prompt_tokens + completion.completion_tokens
+        self.reporter.search_call_finished("meta", tokens)
 
     def _failures(self, spec: AgentSpec) -> list[Failure]:
         """The development tasks `spec` scored below 1 on, with what it answered.

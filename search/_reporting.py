@@ -42,3 +42,10 @@ class Reporter:
 
     def agent_finished(self, spec: AgentSpec, evaluation: EvaluationRecord, split: str) -> None:
         """An evaluation finished (complete or pruned)."""
+
+    def search_call_started(self, purpose: str) -> None:
+        """The search itself calls a model ("meta": the meta agent writes designs; "refinement":
+        a prompt is rewritten), which may take a while on a local model."""
+
+    def search_call_finished(self, purpose: str, tokens: int) -> None:
+        """That call returned (or failed: `tokens` 0), having used `tokens`."""

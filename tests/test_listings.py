@@ -223,3 +223,40 @@ def test_progress_shows_designs_to_go_eta_best_and_the_holdout(tmp_path: Path) -
     assert len(re.findall(r"^holdout baseline [0-9a-f]{10}: ", printed, re.M)) == 2  # cot, cot-sc
     last = [line for line in _render(progress).splitlines() if line.startswith("holdout")]
     assert last and " 3/3 " in last[0]
+
+
+def test_progress_says_while_the_meta_agent_writes_and_counts_its_tokens(tmp_path: Path) -> None:
+    """A meta run drawn at 80 columns: while its model call runs the bar names the meta agent,
+    and its tokens join the count."""
+    from test_meta import designs_and_answers
+
+    progress = progress_bars(Console(file=io.StringIO(), width=80))
+    during: list[str] = []
+    counted: list[tuple[int, int]] = []
+
+    class Recording(ProgressReporter):
+        def search_call_started(self, purpose: str) -> None:
+            super().search_call_started(purpose)
+            during.append(_render(self.progress))
+
+        def search_call_finished(self, purpose: str, tokens: int) -> None:
+            before = self.tokens
+            super().search_call_finished(purpose, tokens)
+            counted.append((self.tokens - before, tokens))
+
+    budget = Budget(max_agents=3)
+    config = RunConfig(
+        name="m", model="fake/model", strategy="meta", budget=budget, n_search=3, n_holdout=2
+    )
+    with Archive(str(tmp_path / "m.db")) as archive:
+        with progress:
+            run_search(
+                archive,
+                config,
+                llm=FakeChatModel(designs_and_answers),
+                reporter=Recording(progress, archive, budget),
+            )
+        n_calls = archive.run_totals("m").n_search_calls
+    assert len(during) == len(counted) == n_calls >= 1
+    assert all("the meta agent writes designs" in frame for frame in during)
+    assert all(added == used > 0 for added, used in counted)

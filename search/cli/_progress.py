@@ -102,6 +102,16 @@ class ProgressReporter(Reporter):
         self.progress.update(self.current, info=spec.describe(), tail=f"{self.tokens:,} tokens")
         self._update_eta()
 
+    def search_call_started(self, purpose: str) -> None:
+        doing = "the meta agent writes designs" if purpose == "meta" else f"a {purpose} call"
+        self.progress.reset(
+            self.current, total=None, visible=True, description=f"  {purpose}", info=doing
+        )
+
+    def search_call_finished(self, purpose: str, tokens: int) -> None:
+        self.tokens += tokens
+        self.progress.update(self.current, tail=f"{self.tokens:,} tokens", visible=False)
+
     def task_finished(self, outcome: TaskOutcome) -> None:
         self.tokens += outcome.prompt_tokens + outcome.completion_tokens
         self.items_run += 1
