@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from _common import interval_legend, markdown_table, score_cell, score_summary
 
@@ -62,6 +63,24 @@ def search(archive: Archive, config: RunConfig) -> None:
         return
     if run.status != "finished":
         resume_search(archive, config.name, reporter=_Progress(config.strategy))
+
+
+def run_config(args: argparse.Namespace, name: str, **settings: Any) -> RunConfig:
+    """The run `name` of a live sitting: the benchmark, model, split and space of `args` (their
+    `benchmark`, `model`, `n_search`, `n_holdout`, `seed`, `space`), with `settings`."""
+    narrowing = space_from_option(args.space)
+    return RunConfig(
+        name=name,
+        benchmark=args.benchmark,
+        model=args.model,
+        n_search=args.n_search,
+        n_holdout=args.n_holdout,
+        split_seed=args.seed,
+        seed=args.seed,
+        choices=narrowing.get("choices", {}),
+        limits=narrowing.get("limits", {}),
+        **settings,
+    )
 
 
 def finished(archive: Archive, name: str) -> None:
@@ -118,7 +137,6 @@ def main() -> None:
         help="report the archive's finished runs only: no model call",
     )
     args = parser.parse_args()
-    narrowing = space_from_option(args.space)
     names = {s: f"live-{args.benchmark}-{s}-s{args.seed}" for s in args.strategies}
     with Archive(f"sqlite:///{args.archive}") as archive:
         for strategy, name in names.items():
@@ -127,19 +145,12 @@ def main() -> None:
                 continue
             search(
                 archive,
-                RunConfig(
-                    name=name,
-                    benchmark=args.benchmark,
-                    model=args.model,
+                run_config(
+                    args,
+                    name,
                     strategy=strategy,
                     budget=Budget(max_agents=args.max_agents),
-                    n_search=args.n_search,
-                    n_holdout=args.n_holdout,
-                    split_seed=args.seed,
-                    seed=args.seed,
                     confirm_top=1,
-                    choices=narrowing.get("choices", {}),
-                    limits=narrowing.get("limits", {}),
                 ),
             )
         summaries: list[ScoreSummary] = []

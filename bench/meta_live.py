@@ -25,12 +25,12 @@ import argparse
 from pathlib import Path
 
 from _common import interval_legend, markdown_table, score_cell, score_summary
-from live_search import finished, search
+from live_search import finished, run_config, search
 
 from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import ScoreSummary, paired_difference
-from agentdesign.search import Budget, RunConfig, run_verdict, space_from_option
+from agentdesign.search import Budget, run_verdict
 
 VARIANTS = {
     "mcts": {"strategy": "mcts"},
@@ -121,7 +121,6 @@ def main() -> None:
         "variant's run, if run here)",
     )
     args = parser.parse_args()
-    narrowing = space_from_option(args.space)
     names = {
         v: f"meta-{args.benchmark}-{v}-v{args.meta_view}-t{args.max_tokens}-s{args.seed}"
         for v in args.variants
@@ -133,19 +132,12 @@ def main() -> None:
                 continue
             search(
                 archive,
-                RunConfig(
-                    name=name,
-                    benchmark=args.benchmark,
-                    model=args.model,
+                run_config(
+                    args,
+                    name,
                     budget=Budget(max_agents=50, max_tokens=args.max_tokens),
-                    n_search=args.n_search,
-                    n_holdout=args.n_holdout,
-                    split_seed=args.seed,
-                    seed=args.seed,
                     meta_view=args.meta_view,
-                    choices=narrowing.get("choices", {}),
-                    limits=narrowing.get("limits", {}),
-                    **VARIANTS[variant],  # type: ignore[arg-type]
+                    **VARIANTS[variant],
                 ),
             )
         summaries: list[ScoreSummary] = []
