@@ -32,7 +32,8 @@ class ModelOperators(SearchPart):
             llm=self.llm,
             model=self.config.model,
             failures=self._failures,
-            on_call=lambda completion: self._record_search_call(completion, "refinement"),
+            on_start=lambda: self.reporter.search_call_started("refinement"),
+            on_call=lambda completion: self._search_call_done(completion, "refinement"),
             every=every,
         )
 
@@ -46,17 +47,19 @@ class ModelOperators(SearchPart):
             tokens_of=self._tokens_per_item,
             front=self._item_front,
             on_start=lambda: self.reporter.search_call_started("meta"),
-            on_call=lambda completion: self._meta_call_done(completion, model),
+            on_call=lambda completion: self._search_call_done(completion, "meta", model=model),
             record=self._record_proposals,
             every=self.config.meta_period,
             n_view=self.config.meta_view,
             code=self.config.meta_code,
         )
 
-    def _meta_call_done(self, completion: Completion, model: str) -> None:
-        self._record_search_call(completion, "meta", model=model)
+    def _search_call_done(
+        self, completion: Completion, purpose: str, *, model: str | None = None
+    ) -> None:
+        self._record_search_call(completion, purpose, model=model)
         tokens = completion.prompt_tokens + completion.completion_tokens
-        self.reporter.search_call_finished("meta", tokens)
+        self.reporter.search_call_finished(purpose, tokens)
 
     def _failures(self, spec: AgentSpec) -> list[Failure]:
         """The development tasks `spec` scored below 1 on, with what it answered.

@@ -61,8 +61,9 @@ class PromptRefiner:
     """Rewrites one prompt of a design with one model call, from up to `n_failures` failed tasks.
 
     A strategy holding it makes every `every`-th proposal a refinement. `failures` tells which
-    tasks a design failed (the search loop reads them from the archive); `on_call` receives every
-    completion, so the run records what searching itself cost. A call that fails, or a rewrite that
+    tasks a design failed (the search loop reads them from the archive); `on_start` is called
+    before each call and `on_call` receives every completion, so the run shows the wait and
+    records what searching itself cost. A call that fails, or a rewrite that
     is empty, unchanged, longer than `max_chars` or breaks the prompt's output contract, gives no
     refinement.
     """
@@ -74,6 +75,7 @@ class PromptRefiner:
         model: str,
         failures: Callable[[AgentSpec], Sequence[Failure]],
         on_call: Callable[[Completion], None] | None = None,
+        on_start: Callable[[], None] | None = None,
         every: int = 4,
         n_failures: int = 3,
         max_tokens: int = 256,
@@ -86,6 +88,7 @@ class PromptRefiner:
         self.model = model
         self.failures = failures
         self.on_call = on_call
+        self.on_start = on_start
         self.every = every
         self.n_failures = n_failures
         self.max_tokens = max_tokens
@@ -107,6 +110,8 @@ class PromptRefiner:
         names = sorted(prompts)
         param = names[int(rng.integers(len(names)))]
         shown = [failed[int(i)] for i in sorted(rng.permutation(len(failed))[: self.n_failures])]
+        if self.on_start is not None:
+            self.on_start()
         try:
             completion = self.llm.complete(
                 model=self.model,

@@ -26,6 +26,7 @@ from agentdesign.search import (
     History,
     PromptRefiner,
     Proposal,
+    Reporter,
     Strategy,
     ask_trial,
     make_strategy,
@@ -134,11 +135,18 @@ def answers_and_refines(model: str, messages: Sequence[Message], t: float, s: in
 
 
 def test_a_run_refines_records_the_parent_and_pays_for_the_calls(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    class Told(Reporter):
+        def search_call_started(self, purpose: str) -> None:
+            calls.append(purpose)
+
     with Archive(str(tmp_path / "r.db")) as archive:
         run_search(
             archive,
             config("refine", "mcts", refine_every=2, budget=Budget(max_agents=16)),
             llm=FakeChatModel(answers_and_refines),
+            reporter=Told(),
         )
         searched = archive.run_evaluations("refine")  # racing may drop a refinement: not ranked
         agents = [archive.get_agent(e.agent_hash) for e in searched]
@@ -155,6 +163,7 @@ def test_a_run_refines_records_the_parent_and_pays_for_the_calls(tmp_path: Path)
         evaluations = archive.run_evaluations("refine", split="search")
         evaluations += archive.run_evaluations("refine", split="holdout")
         assert totals.n_search_calls >= len(refined)
+        assert calls == ["refinement"] * totals.n_search_calls  # the progress bar was told
         assert totals.prompt_tokens > sum(e.prompt_tokens for e in evaluations)
 
 

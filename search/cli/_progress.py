@@ -103,7 +103,10 @@ class ProgressReporter(Reporter):
         self._update_eta()
 
     def search_call_started(self, purpose: str) -> None:
-        doing = "the meta agent writes designs" if purpose == "meta" else f"a {purpose} call"
+        doing = {
+            "meta": "the meta agent writes designs",
+            "refinement": "a prompt is rewritten from failed tasks",
+        }.get(purpose, f"a {purpose} call")
         self.progress.reset(
             self.current, total=None, visible=True, description=f"  {purpose}", info=doing
         )
