@@ -94,11 +94,11 @@ class RunConfig:
             raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
         if self.refine_every:
             check_refinable(self.strategy)
-        if self.meta_every < 0 or self.meta_view < 0:
-            raise AgentDesignError(
-                f"meta_every and meta_view must not be negative, got {self.meta_every}, "
-                f"{self.meta_view}"
-            )
+        for setting in ("meta_every", "meta_view"):
+            if getattr(self, setting) < 0:
+                raise AgentDesignError(
+                    f"{setting} must not be negative, got {getattr(self, setting)}"
+                )
         if self.meta_every or self.meta_code or self.meta_model:
             check_refinable(self.strategy, what="the meta agent")
         check_concurrency(self.concurrency)

@@ -594,3 +594,10 @@ def test_a_run_killed_while_recording_a_reply_records_each_design_once(tmp_path:
     first_call = [p.reason or "" for p in proposals if p.prompt == proposals[0].prompt]
     assert len(first_call) == 2  # the one recorded before the kill, and the other after
     assert "tree_of_thoughts" in first_call[0] and "unknown slot" in first_call[1]
+
+
+def test_negative_meta_settings_are_one_clear_error() -> None:
+    with pytest.raises(AgentDesignError, match="meta_view must not be negative, got -1"):
+        config("x", "meta", meta_view=-1)
+    with pytest.raises(AgentDesignError, match="meta_every must not be negative, got -2"):
+        config("x", "mcts", meta_every=-2)
