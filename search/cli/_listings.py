@@ -86,8 +86,11 @@ def list_components(console: Console, *, as_json: bool) -> None:
 
 
 def _summary_line(cls: type[Component]) -> str:
-    """A component's docstring up to its first blank line, on one line."""
-    return " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+    """A component's docstring up to its first blank line, on one line; an opt-in one says so."""
+    summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+    if cls.opt_in:
+        summary += " Opt-in: in a search space only where its choices name it."
+    return summary
 
 
 def _param_text(info: ParamInfo) -> str:
