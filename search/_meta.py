@@ -107,11 +107,11 @@ class MetaAgent:
 
     `n_view` is how many of the run's best designs the model sees (0: none, and no failures
     either: it designs from the catalogue alone); half as many weaker ones are shown for contrast.
-    `failures(spec)` gives tasks `spec` got wrong on development items; `tokens_of(hash)` a
-    design's tokens per item; `front()` the per-item Pareto front (each design best on at least
-    one search item, with how many), from which the parent is drawn as GEPA does; `on_start` is
-    called before each call, `on_call` receives each completion (the run records its cost) and
-    `record` the outcomes of each call.
+    `failures(spec)` gives tasks `spec` got wrong on development items; `tokens_per_item()` the
+    run's designs' tokens per item by hash; `front()` the per-item Pareto front (each design best
+    on at least one search item, with how many), from which the parent is drawn as GEPA does;
+    `on_start` is called before each call, `on_call` receives each completion (the run records its
+    cost) and `record` the outcomes of each call.
     A strategy holding it makes every `every`-th proposal a meta proposal.
     """
 
@@ -122,7 +122,7 @@ class MetaAgent:
         model: str,
         space: SearchSpace,
         failures: Callable[[AgentSpec], Sequence[Failure]] | None = None,
-        tokens_of: Callable[[str], float | None] | None = None,
+        tokens_per_item: Callable[[], Mapping[str, float]] | None = None,
         front: Callable[[], Mapping[str, int]] | None = None,
         on_call: Callable[[Completion], None] | None = None,
         on_start: Callable[[], None] | None = None,
@@ -150,7 +150,7 @@ class MetaAgent:
         self.model = model
         self.space = space
         self.failures = failures
-        self.tokens_of = tokens_of
+        self.tokens_per_item = tokens_per_item
         self.front = front
         self.on_call = on_call
         self.on_start = on_start
@@ -180,7 +180,6 @@ class MetaAgent:
         parent = shown[0].spec if shown else None
         failed = self._failures_of(parent)
         prompt = self._prompt(history.description, shown, failed)
-        operator = "meta"
         parents = (parent.spec_hash,) if parent is not None else ()
         if self.on_start is not None:
             self.on_start()
@@ -197,12 +196,12 @@ class MetaAgent:
             )
         except LLMCallError as exc:
             self._record(
-                [MetaOutcome(operator, parents, prompt, "", "failed", f"call failed: {exc}")]
+                [MetaOutcome("meta", parents, prompt, "", "failed", f"call failed: {exc}")]
             )
             return None
         if self.on_call is not None:
             self.on_call(completion)
-        outcomes = self._judge(completion.text, parent, failed, history, operator, parents, prompt)
+        outcomes = self._judge(completion.text, parent, failed, history, parents, prompt)
         valid = [i for i, o in enumerate(outcomes) if o.status == "accepted"]
         chosen = None
         if valid:
@@ -261,12 +260,13 @@ class MetaAgent:
         n_contrast = min(len(rest), max(1, self.n_view // 2))
         drawn = sorted(rng.choice(len(rest), size=n_contrast, replace=False)) if rest else []
         chosen = ranked[: self.n_view] + [rest[int(i)] for i in drawn]
+        tokens = self.tokens_per_item() if self.tokens_per_item is not None else {}
         return [
             _Shown(
                 spec=o.spec,
                 score=float(o.score or 0.0),
                 n_items=o.n_items,
-                tokens_per_item=self.tokens_of(o.spec.spec_hash) if self.tokens_of else None,
+                tokens_per_item=tokens.get(o.spec.spec_hash),
             )
             for o in chosen
         ]
@@ -342,7 +342,6 @@ class MetaAgent:
         parent: AgentSpec | None,
         failed: Sequence[Failure],
         history: History,
-        operator: str,
         parents: tuple[str, ...],
         prompt: str,
     ) -> list[MetaOutcome]:
@@ -352,7 +351,7 @@ class MetaAgent:
             MetaOutcome(
                 "meta-code"
                 if read.spec is not None and read.spec["workflow"].name == CodeWorkflow.name
-                else operator,
+                else "meta",
                 parents,
                 prompt,
                 text,

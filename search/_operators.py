@@ -44,7 +44,7 @@ class ModelOperators(SearchPart):
             model=model,
             space=self.space,
             failures=self._failures if self.dev_tasks else None,
-            tokens_of=self._tokens_per_item,
+            tokens_per_item=self._tokens_per_item,
             front=self._item_front,
             on_start=lambda: self.reporter.search_call_started("meta"),
             on_call=lambda completion: self._search_call_done(completion, "meta", model=model),
@@ -92,12 +92,12 @@ class ModelOperators(SearchPart):
             }
         )
 
-    def _tokens_per_item(self, spec_hash: str) -> float | None:
-        """A design's tokens per search item in this run, as the meta agent is shown them."""
-        for row in self.archive.leaderboard(run_name=self.run.name, limit=1000):
-            if row.agent_hash == spec_hash:
-                return (row.prompt_tokens + row.completion_tokens) / max(row.n_tasks, 1)
-        return None
+    def _tokens_per_item(self) -> dict[str, float]:
+        """The run's fully scored designs' tokens per search item by hash, read at once."""
+        return {
+            row.agent_hash: (row.prompt_tokens + row.completion_tokens) / max(row.n_tasks, 1)
+            for row in self.archive.leaderboard(run_name=self.run.name, limit=1000)
+        }
 
     def _record_search_call(
         self, completion: Completion, purpose: str, *, model: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -398,6 +399,7 @@ def test_a_meta_run_records_every_proposal_and_pays_for_its_calls(tmp_path: Path
         )
         assert evaluation.mean == 1.0  # the code workflow ran in the sandbox, its call right
         invalid = next(p for p in proposals if p.status == "invalid")
+        assert re.search(r"score \d\.\d\d on 6 items, \d+ tokens per item", invalid.prompt)
         assert "tree_of_thoughts" in (invalid.reason or "") and invalid.response
         # every meta call is a search call: in the run's tokens, in no agent's
         totals = archive.run_totals("meta")
