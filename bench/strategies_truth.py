@@ -48,7 +48,10 @@ value model's Spearman correlation with the true accuracies of `--designs` rando
 intervals, and the time it takes to predict 100 designs.
 
 Read the value model's figures knowing the truth's form: additive effects and pairwise
-interactions are what its ridge member models (the per-combination effects are not).
+interactions are what its ridge member models (the per-combination effects are not). Two rows say
+what is reachable at all: the same model fit on the labelled designs' true accuracies (no label
+noise), and the ceilings, the Spearman of the truth's additive part (and additive part plus
+pairwise interactions), known exactly, with the true accuracies.
 """
 
 from __future__ import annotations
@@ -96,6 +99,9 @@ REPLAY_TABLE = RESULTS / "replay_gsm8k.json"
 CHECKPOINTS = (10, 20, 40, 80)
 BUDGETS = (10, 20, 40)  # token budgets: what random search spends on average in this many evals
 LABELS = (10, 30, 100)
+# What a model that knew part of the truth exactly would reach: its additive effects alone, or
+# with the pairwise interactions (the per-combination effects stay unknown to any model).
+CEILINGS = {"additive effects": False, "additive effects + pairwise interactions": True}
 NEAR_BEST = 0.02
 TOP = 0.01
 CHECK_WORLDS = 100
@@ -137,6 +143,10 @@ class Outcome:
     seconds: dict[str, float] = field(default_factory=dict)
     spearman: dict[int, float] = field(default_factory=dict)
     coverage: dict[int, float] = field(default_factory=dict)
+    # the same model fit on the labelled designs' true accuracies: what label noise costs
+    spearman_noiseless: dict[int, float] = field(default_factory=dict)
+    # Spearman of the truth's own additive part (and additive + pairs) with the truth: a ceiling
+    ceilings: dict[str, float] = field(default_factory=dict)
     predict_s: float = math.nan
 
 
@@ -237,12 +247,25 @@ def _value_model(
         )
         for spec in labelled
     ]
+    noiseless = [
+        dataclasses.replace(row, score=float(true))
+        for row, true in zip(rows, world.accuracy(labelled), strict=True)
+    ]
     observed = np.array([world.evaluate(spec, world.search_items).mean for spec in reference])
     for n in LABELS:
         model = ValueModel(seed=world.seed).fit(rows[:n])
         predicted, spread = model.predict(reference, description=world.description)
         outcome.spearman[n] = rank_correlation(predicted, accuracy)
         outcome.coverage[n] = float(np.mean(np.abs(observed - predicted) <= Z95 * spread))
+        perfect, _ = (
+            ValueModel(seed=world.seed)
+            .fit(noiseless[:n])
+            .predict(reference, description=world.description)
+        )
+        outcome.spearman_noiseless[n] = rank_correlation(perfect, accuracy)
+    for name, pairs in CEILINGS.items():
+        modelled = world.modelled_accuracy(reference, pairs=pairs)
+        outcome.ceilings[name] = rank_correlation(modelled, accuracy)
     started = time.perf_counter()
     model.predict(reference[:100], description=world.description)
     outcome.predict_s = time.perf_counter() - started
@@ -491,10 +514,16 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
                 "95% coverage of observed scores": _mean_cell(
                     np.array([o.coverage[k] for o in value])
                 ),
+                "Spearman, fit on true accuracies": _mean_cell(
+                    np.array([o.spearman_noiseless[k] for o in value])
+                ),
             }
             for k in LABELS
         ]
         print(markdown_table(rows))
+        print("\nceilings: Spearman of the truth's own parts, known exactly, with the truth")
+        for name in CEILINGS:
+            print(f"- {name}: {_mean_cell(np.array([o.ceilings[name] for o in value]))}")
         predict_ms = statistics.median(o.predict_s for o in value) * 1000
         print(f"\nprediction of 100 designs: {predict_ms:.1f} ms (median)")
 

@@ -384,15 +384,27 @@ class TruthWorld:
         return self._ability(x, np.array([_combination(s) for s in specs], dtype=int))
 
     def _ability(self, x: np.ndarray, combinations: np.ndarray) -> np.ndarray:
-        onehot = x[:, : self._pairs.shape[0]]
-        pairs = np.einsum("nj,jk,nk->n", onehot, self._pairs, onehot)
         c = self.calibration
-        ability = c.intercept + x @ c.effects + pairs + self._combinations[combinations]
-        return np.asarray(ability, dtype=float)
+        ability = c.intercept + x @ c.effects + self._interactions(x)
+        return np.asarray(ability + self._combinations[combinations], dtype=float)
+
+    def _interactions(self, x: np.ndarray) -> np.ndarray:
+        onehot = x[:, : self._pairs.shape[0]]
+        return np.asarray(np.einsum("nj,jk,nk->n", onehot, self._pairs, onehot), dtype=float)
 
     def accuracy(self, specs: Sequence[AgentSpec]) -> np.ndarray:
         """Each design's true accuracy: its mean chance of solving the bank's items."""
         return self._accuracy(self.ability(specs))
+
+    def modelled_accuracy(self, specs: Sequence[AgentSpec], *, pairs: bool) -> np.ndarray:
+        """Each design's accuracy from its component and parameter effects alone (and, with
+        `pairs`, the pairwise interactions): the most a model of that form could know exactly,
+        so its rank correlation with `accuracy` bounds what such a model can reach."""
+        x = truth_features(specs)
+        ability = self.calibration.intercept + x @ self.calibration.effects
+        if pairs:
+            ability = ability + self._interactions(x)
+        return self._accuracy(np.asarray(ability, dtype=float))
 
     def _accuracy(self, ability: np.ndarray) -> np.ndarray:
         chance = special.expit(ability[:, None] - self.difficulty[None, :])

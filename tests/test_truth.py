@@ -93,6 +93,22 @@ def test_a_world_knows_every_designs_true_accuracy_and_draws_outcomes_from_it(
     assert tokens > 0 and 0.5 < tokens / (world.tokens_per_item([spec])[0] * len(items)) < 2
 
 
+def test_the_modelled_parts_of_the_truth_bound_what_a_model_can_know(
+    calibration: Calibration,
+) -> None:
+    """Additive effects, then pairwise interactions, explain more and more of the truth; with the
+    per-combination effects all zero, the additive part plus pairs is the whole truth."""
+    world = TruthWorld(calibration, seed=3, n_items=200, n_search=10)
+    rng = np.random.default_rng(0)
+    specs = [world.space.sample(rng) for _ in range(300)]
+    accuracy = world.accuracy(specs)
+    additive = rank_correlation(world.modelled_accuracy(specs, pairs=False), accuracy)
+    with_pairs = rank_correlation(world.modelled_accuracy(specs, pairs=True), accuracy)
+    assert 0.3 < additive < with_pairs < 1.0
+    world._combinations[:] = 0.0
+    assert np.allclose(world.modelled_accuracy(specs, pairs=True), world.accuracy(specs))
+
+
 def _first(n: int) -> Callable[[Sequence[Evaluated]], bool]:
     def stop(done: Sequence[Evaluated]) -> bool:
         return len(done) >= n
