@@ -25,18 +25,20 @@ means) and be as reliable (split-half reliability, `split_half_reliability`).
 Each seed is one world: hundreds of items (`--items`), `--search-items` of them drawn as the
 run's search items; every strategy searches the same world (paired), through the replay's
 ask-and-tell loop (`agentdesign.search._replay.drive`), each design evaluated on every search
-item with a Bernoulli outcome per item (fixed per world, design and item). A run goes on for
-`--evaluations` and until it has spent the largest token budget (at most twice as many
-evaluations). `shuffled` is not run: it existed because a finite table maps proposals to its
-designs; here every proposal is evaluated as proposed, so `random` is the no-information baseline.
+item with a Bernoulli outcome per item (fixed per world, design and item). Every run gets the
+same token budget, T<--evaluations> (what random search spends on average in that many
+evaluations), and at least `--evaluations` evaluations (at most twice as many): a strategy that
+spends less per evaluation, as a racing one does, evaluates more designs with the same tokens.
+`shuffled` is not run: it existed because a finite table maps proposals to its designs; here
+every proposal is evaluated as proposed, so `random` is the no-information baseline.
 
 Printed, over the seeds, means with 95% bootstrap intervals (over seeds; differences paired by
 seed): the true accuracy of the design each strategy reports (its best observed design; equal
-scores: fewer tokens) after 10, 20, 40 and 80 evaluations and at three token budgets (T10, T20,
-T40: the tokens random search spends on average in 10, 20 and 40 evaluations); the tokens until
-the reported design is within 0.02 of the space's best true accuracy, and until it is in the
-space's top 1%, within T40 for every strategy (medians, and their paired ratios to random and
-tpe), and the share of seeds that got there (with its paired difference from random and tpe,
+scores: fewer tokens) after 10, 20, 40 and 80 evaluations and at token budgets T10, T20, T40 and
+T80 (the tokens random search spends on average in so many evaluations); the tokens until the
+reported design is within 0.02 of the space's best true accuracy, and until it is in the space's
+top 1%, within the largest budget for every strategy (medians, and their paired ratios to random
+and tpe), and the share of seeds that got there (with its paired difference from random and tpe,
 which still compares where the medians are censored); the tokens saved on the way to the top 1%
 by screening (a strategy's `-unscreened` variant screens one candidate, so the value model picks
 nothing) and by racing (its `+race` variant races its designs with the live loop's defaults,
@@ -97,7 +99,6 @@ RESULTS = Path(__file__).parent / "results"
 RECORDED = (RESULTS / "replay.sqlite", RESULTS / "workflows.sqlite")
 REPLAY_TABLE = RESULTS / "replay_gsm8k.json"
 CHECKPOINTS = (10, 20, 40, 80)
-BUDGETS = (10, 20, 40)  # token budgets: what random search spends on average in this many evals
 LABELS = (10, 30, 100)
 # What a model that knew part of the truth exactly would reach: its additive effects alone, or
 # with the pairwise interactions (the per-combination effects stay unknown to any model).
@@ -174,7 +175,7 @@ def run_world(calibration: Calibration, settings: Settings, seed: int) -> Outcom
             seed=seed,
             best=world.best_accuracy,
             top=float(np.quantile(accuracy, 1 - TOP)),
-            budgets=tuple(per_evaluation * n for n in BUDGETS),
+            budgets=tuple(per_evaluation * n for n in _budget_evals(settings.evaluations)),
         )
         runs = {}
         for name in settings.strategies:
@@ -191,7 +192,7 @@ def run_world(calibration: Calibration, settings: Settings, seed: int) -> Outcom
         for name, run in runs.items():  # racing's saving at equal true accuracy
             raced_run = runs.get(name + RACED)
             if raced_run is not None:
-                target = run.accuracy_after(settings.evaluations)
+                target = run.accuracy_within(outcome.budgets[-1])
                 outcome.runs[name][MATCH] = run.tokens_to(target)
                 outcome.runs[name + RACED][MATCH] = raced_run.tokens_to(target)
         if seed < settings.value_seeds:
@@ -207,6 +208,12 @@ def _reference(model: str, n: int) -> list[AgentSpec]:
     return [space.sample(rng) for _ in range(n)]
 
 
+def _budget_evals(evaluations: int) -> tuple[int, ...]:
+    """The token budgets, as numbers of random search's evaluations: T10, T20, ... up to the
+    run's length, whose budget every run is given."""
+    return tuple(n for n in CHECKPOINTS if n <= evaluations)
+
+
 def _stop(evaluations: int, tokens: float) -> Callable[[Sequence[Evaluated]], bool]:
     def stop(done: Sequence[Evaluated]) -> bool:
         spent = sum(e.tokens for e in done)
@@ -218,7 +225,10 @@ def _stop(evaluations: int, tokens: float) -> Callable[[Sequence[Evaluated]], bo
 def _measures(run: TruthRun, outcome: Outcome, evaluations: int) -> dict[str, float]:
     measures = {f"@{n}": run.accuracy_after(n) for n in CHECKPOINTS if n <= evaluations}
     measures.update(
-        {f"T{n}": run.accuracy_within(t) for n, t in zip(BUDGETS, outcome.budgets, strict=True)}
+        {
+            f"T{n}": run.accuracy_within(t)
+            for n, t in zip(_budget_evals(evaluations), outcome.budgets, strict=True)
+        }
     )
     # Beyond the largest budget counts as never: every run spends at least that much, so every
     # strategy is given the same tokens to get there.
@@ -390,12 +400,13 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
     best = np.array([o.best for o in outcomes])
     top = np.array([o.top for o in outcomes])
     budgets = np.array([o.budgets for o in outcomes]).mean(axis=0)
+    evals = _budget_evals(settings.evaluations)
     print(
         f"\n{n} worlds of {settings.items} items, {settings.search_items} search items each; "
         f"the space's best true accuracy {best.mean():.3f} (range {best.min():.3f}-"
         f"{best.max():.3f}), its top 1% from {top.mean():.3f} ({settings.designs} random designs "
         "per world); token budgets (random's mean in "
-        + ", ".join(f"{b} evals: {t / 1e6:.2f}M" for b, t in zip(BUDGETS, budgets, strict=True))
+        + ", ".join(f"{b} evals: {t / 1e6:.2f}M" for b, t in zip(evals, budgets, strict=True))
         + ")\n"
     )
 
@@ -403,7 +414,7 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
         return np.array([o.runs[name].get(key, math.nan) for o in outcomes])
 
     accuracy_keys = [f"@{c}" for c in CHECKPOINTS if c <= settings.evaluations]
-    accuracy_keys += [f"T{b}" for b in BUDGETS]
+    accuracy_keys += [f"T{b}" for b in evals]
 
     def label(key: str) -> str:
         return f"after {key[1:]} evals" if key[0] == "@" else f"at T{key[1:]} tokens"
@@ -437,7 +448,7 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
             print(markdown_table(rows))
     print(
         f"\ntokens until the reported design is within {NEAR_BEST} of the space's best, and in "
-        f"its top 1%, within the largest budget, T{BUDGETS[-1]} (median [95% interval] (seeds "
+        f"its top 1%, within the largest budget, T{evals[-1]} (median [95% interval] (seeds "
         "that got there)); ratios are of medians, paired by seed:\n"
     )
     rows = []
@@ -455,7 +466,7 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
         rows.append(row)
     print(markdown_table(rows))
     print(
-        f"\nshare of seeds that got there within T{BUDGETS[-1]} (mean [95% interval]), and its "
+        f"\nshare of seeds that got there within T{evals[-1]} (mean [95% interval]), and its "
         "paired difference from random and tpe:\n"
     )
     rows = []
@@ -475,7 +486,7 @@ def _report(outcomes: list[Outcome], settings: Settings) -> None:
     print(
         "\ntokens saved (1 - ratio of medians [95% interval], paired by seed): on the way to the "
         "top 1%; and by racing at equal true accuracy, until the raced variant reports a design as "
-        f"good as the unraced one's after {settings.evaluations} evaluations:\n"
+        f"good as the unraced one's at the budget, T{settings.evaluations}:\n"
     )
     rows = []
     for name in names:
