@@ -5,6 +5,7 @@ lineage. None of them writes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import case, distinct, func
@@ -43,6 +44,8 @@ from agentdesign.evaluators import TaskOutcome
 __all__ = ["Queries"]
 
 _Query = TypeVar("_Query", bound=Select[*tuple[Any, ...]])
+# Bound parameters per IN list: well under SQLite's old limit of 999 variables per statement.
+_IDS_PER_QUERY = 500
 
 
 class Queries(ArchiveEngine):
@@ -75,6 +78,23 @@ class Queries(ArchiveEngine):
                 .order_by(col(TaskResultRow.id))
             )
             return {row.task_id: record(TaskOutcome, row) for row in rows}
+
+    def task_scores(self, evaluation_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+        """Each evaluation's task scores by task id, read in a few queries however many there are:
+        what a per-item comparison of a run's designs needs, without their outputs."""
+        found: dict[int, dict[str, float]] = {i: {} for i in evaluation_ids}
+        ids = list(found)
+        with self._session() as session:
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                chunk = ids[start : start + _IDS_PER_QUERY]
+                rows = session.exec(
+                    sql_select(
+                        TaskResultRow.evaluation_id, TaskResultRow.task_id, TaskResultRow.score
+                    ).where(col(TaskResultRow.evaluation_id).in_(chunk))
+                )
+                for evaluation_id, task_id, score in rows:
+                    found[evaluation_id][task_id] = score
+        return found
 
     def task_failures(self, evaluation_id: int) -> list[TaskOutcome]:
         """The provider failures recorded for an evaluation's tasks, oldest first."""

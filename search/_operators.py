@@ -82,15 +82,8 @@ class ModelOperators(SearchPart):
     def _item_front(self) -> dict[str, int]:
         """The per-item Pareto front of the run's fully scored designs (see `item_front`)."""
         rows = self.archive.leaderboard(run_name=self.run.name, limit=1000)
-        return item_front(
-            {
-                row.agent_hash: {
-                    task: result.score
-                    for task, result in self.archive.task_results(row.evaluation_id).items()
-                }
-                for row in rows
-            }
-        )
+        scores = self.archive.task_scores([row.evaluation_id for row in rows])
+        return item_front({row.agent_hash: scores[row.evaluation_id] for row in rows})
 
     def _tokens_per_item(self) -> dict[str, float]:
         """The run's fully scored designs' tokens per search item by hash, read at once."""

@@ -452,6 +452,25 @@ def test_evaluations_created_from_many_threads_are_one(archive_url: str) -> None
         assert len({record.id for record in records}) == 1
 
 
+def test_task_scores_of_many_evaluations_are_read_at_once(archive: Archive) -> None:
+    """More evaluations than one IN list takes: every one's scores, and none for the unscored."""
+    ids = []
+    for n in range(503):
+        archive.add_agent(spec=SPEC, spec_hash=f"a{n}")
+        evaluation = archive.get_or_create_evaluation(
+            agent_hash=f"a{n}", benchmark="arith", task_ids=TASKS, split="search"
+        )
+        if n % 250 != 1:
+            archive.add_task_result(evaluation.id, _result("t1", n / 1000))
+            archive.add_task_result(evaluation.id, _result("t2"))
+        ids.append(evaluation.id)
+    scores = archive.task_scores(ids)
+    assert list(scores) == ids
+    assert scores[ids[1]] == {} and scores[ids[502]] == {"t1": 0.502, "t2": 1.0}
+    assert sum(len(s) for s in scores.values()) == 2 * 503 - 2 * 3
+    assert archive.task_scores([]) == {}
+
+
 def test_task_results_are_recorded_once(archive: Archive) -> None:
     archive.add_agent(spec=SPEC, spec_hash="a")
     evaluation = archive.get_or_create_evaluation(
