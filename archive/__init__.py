@@ -18,6 +18,7 @@ from agentdesign.archive._records import (
     RunRecord,
     RunTotals,
 )
+from agentdesign.archive._trials import TrialStorage
 
 __all__ = [
     "AgentRecord",
@@ -29,5 +30,6 @@ __all__ = [
     "ProposalRecord",
     "RunRecord",
     "RunTotals",
+    "TrialStorage",
     "worker_id",
 ]

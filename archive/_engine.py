@@ -36,6 +36,7 @@ from agentdesign.archive._sqlite import (
     take_writer_lock,
 )
 from agentdesign.archive._tables import AgentRow, EvaluationRow, RunRow
+from agentdesign.archive._trials import TrialStorage
 
 __all__ = ["ArchiveEngine", "lookup_agent"]
 
@@ -138,8 +139,8 @@ class ArchiveEngine:
         heartbeat_interval: int,
         grace_period: int,
         stale_trial_callback: Callable[[optuna.Study, optuna.trial.FrozenTrial], None],
-    ) -> optuna.storages.RDBStorage:
-        """Optuna's storage in this database, with trial heartbeats.
+    ) -> TrialStorage:
+        """Optuna's storage in this database, with trial heartbeats from each trial's start.
 
         Made under the set-up lock: optuna creates its tables on first use, and several workers
         starting at once on a new PostgreSQL database would otherwise race to create them.
@@ -148,7 +149,7 @@ class ArchiveEngine:
         with self._engine.connect() as conn, conn.begin():
             if not self.single_writer:  # SQLite: optuna's own connection must be free to write
                 lock_for_set_up(conn)
-            storage = optuna.storages.RDBStorage(
+            storage = TrialStorage(
                 self.url,
                 heartbeat_interval=heartbeat_interval,
                 grace_period=grace_period,

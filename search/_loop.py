@@ -126,6 +126,7 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
             load_if_exists=True,
         )
         self._own_trials: set[int] = set()
+        self._unbeaten_since: dict[int, float] = {}
         self._clock = time.monotonic()
         self._totals: tuple[float, RunTotals] | None = None  # when read, what was read
         self._tokens_since = 0  # this worker's, since then
@@ -304,6 +305,7 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
             )
             trial = ask_trial(self.study, self.strategy, history)
         self._own_trials.add(trial.number)
+        # beating since it started (see `TrialStorage`): renewed after the sampler's work
         self.storage.record_heartbeat(trial._trial_id)
         spec = self.space.suggest(trial)  # a retried trial has its parameters fixed: same design
         trial.set_user_attr("spec", spec.to_json())

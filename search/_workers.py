@@ -3,7 +3,8 @@ and queued again with the same design, and the holdout confirmation waits for th
 
 Any number of worker processes may drive one run on PostgreSQL (SQLite: one at a time). A trial
 whose heartbeat stops is failed and queued again (optuna's RetryHeartbeatStaleTrialCallback), and
-the evaluation lease in the archive makes sure no task is paid twice.
+the evaluation lease in the archive makes sure no task is paid twice. So is a trial left without
+any heartbeat, by a worker killed between starting it and its first heartbeat (see `TrialStorage`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from contextlib import contextmanager, suppress
 
 import optuna
 
-from agentdesign.archive import Archive, Heartbeat
+from agentdesign.archive import Archive, Heartbeat, TrialStorage
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "GRACE_BEATS", "WorkerTrials", "trial_storage"]
 
@@ -24,7 +25,7 @@ DEFAULT_HEARTBEAT_S = 10
 GRACE_BEATS = 3
 
 
-def trial_storage(archive: Archive, heartbeat_s: int) -> optuna.storages.RDBStorage:
+def trial_storage(archive: Archive, heartbeat_s: int) -> TrialStorage:
     """The run's optuna storage, with trial heartbeats every `heartbeat_s` seconds."""
     return archive.study_storage(
         heartbeat_interval=heartbeat_s,
@@ -38,9 +39,10 @@ class WorkerTrials:
 
     archive: Archive
     study: optuna.Study
-    storage: optuna.storages.RDBStorage
+    storage: TrialStorage
     heartbeat_s: int
     _own_trials: set[int]
+    _unbeaten_since: dict[int, float]  # trial id: when this worker first saw it without heartbeat
 
     def _reclaim_stale_trials(self) -> None:
         """Fails the trials of dead workers and queues each again (as a WAITING trial).
@@ -49,7 +51,7 @@ class WorkerTrials:
         archive has one writing process, this one, so any trial it does not hold is dead.
         """
         if not self.archive.single_writer:
-            optuna.storages.fail_stale_trials(self.study)
+            self._fail_dead_trials()
             return
         retry = self.storage.get_heartbeat_stale_trial_callback()
         assert retry is not None
@@ -58,6 +60,33 @@ class WorkerTrials:
                 self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
                 retry(self.study, stale)
 
+    def _fail_dead_trials(self) -> None:
+        """Fails the trials of dead workers on PostgreSQL and queues each again: those whose
+        heartbeat is older than the grace period (optuna's rule), and those this worker has seen
+        running without any heartbeat for the grace period, whose worker died between starting
+        them and their first heartbeat. optuna never fails those, and the confirmation would wait
+        for them for ever. They are timed on this worker's clock, as nothing of theirs in the
+        database tells their age on the database's clock (optuna writes start times by the
+        starting worker's clock, in its time zone)."""
+        optuna.storages.fail_stale_trials(self.study)
+        now = time.monotonic()
+        unbeaten = self.storage.running_without_heartbeat(self.study.study_name)
+        self._unbeaten_since = {
+            trial_id: self._unbeaten_since.get(trial_id, now)
+            for trial_id, number in unbeaten.items()
+            if number not in self._own_trials
+        }
+        retry = self.storage.get_heartbeat_stale_trial_callback()
+        for trial_id, since in self._unbeaten_since.items():
+            if now - since < self.heartbeat_s * GRACE_BEATS:
+                continue
+            try:
+                self.storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue  # another worker failed it just now, and queues it again
+            if retry is not None:
+                retry(self.study, self.storage.get_trial(trial_id))
+
     def _wait_for_other_workers(self) -> None:
         """Waits until no other live worker holds a trial of this run, so that the holdout
         confirmation ranks the final leaderboard; a dead worker's trial stops counting once its
@@ -65,7 +94,7 @@ class WorkerTrials:
         if self.archive.single_writer:
             return
         while True:
-            optuna.storages.fail_stale_trials(self.study)
+            self._fail_dead_trials()
             running = self.study.get_trials(
                 deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
             )

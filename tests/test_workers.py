@@ -151,6 +151,59 @@ def test_a_killed_worker_is_taken_over_by_heartbeat(
     assert committed  # the victim's work was kept and not redone (no duplicates above)
 
 
+@pytest.mark.postgres
+def test_a_worker_killed_before_its_trials_first_heartbeat_is_taken_over(
+    postgres_schema: Callable[[], str], tmp_path: Path
+) -> None:
+    """A running trial with no heartbeat at all, as a worker killed between starting a trial and
+    its first heartbeat leaves it: optuna never fails such a trial, and the survivor used to wait
+    for it before the holdout confirmation for ever (one CI run in four timed out so)."""
+    from agentdesign.search._loop import study_name
+
+    url = postgres_schema()
+    with Archive(url):  # its tables, optuna's among them
+        pass
+    dead = optuna.create_study(
+        study_name=study_name("shared"),
+        storage=optuna.storages.RDBStorage(url),  # no heartbeats
+        direction="maximize",
+    )
+    dead.ask()
+    log = tmp_path / "worker.log"
+    survivor = _start(url, log)
+    try:
+        _, err = survivor.communicate(timeout=240)
+    finally:
+        survivor.kill()  # if it hangs, not left waiting after the test
+    assert survivor.returncode == 0, err
+    _check_run(url, [log])
+    assert dead.trials[0].state == optuna.trial.TrialState.FAIL
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used")
+def test_a_trial_has_its_heartbeat_from_its_start(archive: Archive) -> None:
+    """Before the sampler's first call (inside `Study.ask`), for a new trial and for one taken
+    from the waiting queue: a worker killed before it returns leaves a trial that other workers
+    see as dead once it has had no heartbeat for the grace period."""
+    storage = archive.study_storage(
+        heartbeat_interval=1,
+        grace_period=3,
+        stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(),
+    )
+    unbeaten: list[dict[int, int]] = []
+
+    class Probe(optuna.samplers.RandomSampler):
+        def before_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+            unbeaten.append(storage.running_without_heartbeat(study.study_name))
+
+    study = optuna.create_study(study_name="probe", storage=storage, sampler=Probe())
+    study.ask()
+    study.enqueue_trial({"x": 1.0})
+    study.ask()
+    assert unbeaten == [{}, {}]
+    assert storage.running_without_heartbeat("probe") == {}
+
+
 def test_sigkill_at_random_moments_then_resume_on_sqlite(tmp_path: Path) -> None:
     db = tmp_path / "crash.db"
     url = f"sqlite:///{db}"
