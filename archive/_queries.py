@@ -87,10 +87,11 @@ class Queries(ArchiveEngine):
         with self._session() as session:
             for start in range(0, len(ids), _IDS_PER_QUERY):
                 chunk = ids[start : start + _IDS_PER_QUERY]
+                evaluation = col(TaskResultRow.evaluation_id)
                 rows = session.exec(
-                    sql_select(
-                        TaskResultRow.evaluation_id, TaskResultRow.task_id, TaskResultRow.score
-                    ).where(col(TaskResultRow.evaluation_id).in_(chunk))
+                    select(evaluation, col(TaskResultRow.task_id), col(TaskResultRow.score)).where(
+                        evaluation.in_(chunk)
+                    )
                 )
                 for evaluation_id, task_id, score in rows:
                     found[evaluation_id][task_id] = score
