@@ -41,6 +41,8 @@ _INLINED = (
     "_slots.py",
     "_spec.py",
     "_agent.py",
+    "_workfolder.py",
+    "_seccomp.py",
     "_isolation.py",
     "_sandbox_child.py",
     "_channel.py",
