@@ -7,11 +7,11 @@ through it (`_code.py`).
 
 from __future__ import annotations
 
-import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
 __all__ = ["REQUEST_MARK", "Channel", "ChannelRefusal"]
 
@@ -19,6 +19,12 @@ __all__ = ["REQUEST_MARK", "Channel", "ChannelRefusal"]
 # stdout, after this mark, as JSON; the engine answers with one JSON line on its stdin.
 REQUEST_MARK = b"\x1eagentdesign-request "
 _REQUEST_LIMIT = 1024 * 1024  # bytes of one request line; longer ones are output, not requests
+# What one program may send and leave unread; past any of them the sandbox ends it ("channel").
+# A workflow's own requests are a few dozen (the task's budget is 32 model calls), each read
+# before the next is sent.
+_MAX_REQUESTS = 256
+_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+_MAX_UNREAD = 4 * 1024 * 1024
 
 
 class ChannelRefusal(Exception):
@@ -27,20 +33,30 @@ class ChannelRefusal(Exception):
 
 
 class Channel:
-    """A served program's stdout: request lines are answered on its stdin, the rest is output."""
+    """A served program's stdout: request lines are answered on its stdin, the rest is output.
+
+    `reply` is the program's stdin, non-blocking: a reply the pipe cannot take yet waits in
+    `unsent` for `flush`, so that a program that never reads cannot block the engine. `failure`
+    says, once set, which bound the program broke; nothing more is served then."""
 
     def __init__(
-        self, serve: Callable[[Any], Any], reply: IO[bytes], output: Callable[[bytes], None]
+        self, serve: Callable[[Any], Any], reply: int, output: Callable[[bytes], None]
     ) -> None:
         self.serve = serve
         self.reply = reply
         self.output = output
         self.pending = bytearray()
+        self.unsent = bytearray()
         self.served_s = 0.0
+        self.requests = 0
+        self.request_bytes = 0
+        self.failure: str | None = None
 
     def add(self, data: bytes) -> None:
+        if self.failure is not None:
+            return
         self.pending += data
-        while True:
+        while self.failure is None:
             at = self.pending.find(REQUEST_MARK)
             if at < 0:  # all output, but for what may be the start of a mark
                 keep = _mark_prefix(self.pending)
@@ -54,7 +70,26 @@ class Channel:
                 return
             line = bytes(self.pending[len(REQUEST_MARK) : end])
             del self.pending[: end + 1]
-            self._answer(line)
+            self.requests += 1
+            self.request_bytes += len(line)
+            if self.requests > _MAX_REQUESTS:
+                self.failure = f"the program sent more than {_MAX_REQUESTS} requests"
+            elif self.request_bytes > _MAX_REQUEST_BYTES:
+                self.failure = f"the program's requests passed {_MAX_REQUEST_BYTES >> 20} MB"
+            else:
+                self._answer(line)
+
+    def flush(self) -> None:
+        """Writes as much of the unsent replies as the pipe takes now."""
+        while self.unsent:
+            try:
+                written = os.write(self.reply, self.unsent)
+            except BlockingIOError:
+                return
+            except OSError:  # the program closed its stdin or exited: no one will read them
+                self.unsent.clear()
+                return
+            del self.unsent[:written]
 
     def _output(self, n: int) -> None:
         if n > 0:
@@ -74,9 +109,10 @@ class Channel:
                 reply = {"error": str(refusal)}
             finally:
                 self.served_s += time.monotonic() - started
-        with contextlib.suppress(OSError):  # the program may have exited meanwhile
-            self.reply.write(json.dumps(reply).encode() + b"\n")
-            self.reply.flush()
+        self.unsent += json.dumps(reply).encode() + b"\n"
+        self.flush()
+        if len(self.unsent) > _MAX_UNREAD:
+            self.failure = f"the program left over {_MAX_UNREAD >> 20} MB of replies unread"
 
 
 def _mark_prefix(data: bytearray) -> int:

@@ -6,8 +6,8 @@ carry it. It runs in the sandbox of `_sandbox.py` (OS namespaces, audit hooks, C
 wall limits), never in the engine's process; the model, the design's other components and its
 tool are reached only through the sandbox's request channel, answered here by the task's
 `Solver`, so every call is traced and counted against the task's budget. A program that fails to
-load, raises, loops past its limits or breaks a sandbox rule gives an attempt with no answer, and
-the trace says which.
+load, raises, loops past its limits, floods the channel or breaks a sandbox rule gives an attempt
+with no answer, and the trace says which.
 
 The API a workflow is written against (the `_PRELUDE` below defines it inside the sandbox):
 
@@ -176,8 +176,8 @@ class CodeWorkflow(Workflow):
                 if not solver.tool.action and not solver.tool.protocol:
                     raise ChannelRefusal("the design has no tool")
                 return solver.use_tool(str(request.get("argument", ""))).text
-            if kind == "result":
-                final.append(str(request.get("value", "")))
+            if kind == "result":  # the last one counts: only it is kept
+                final[:] = [str(request.get("value", ""))]
                 return None
             raise ChannelRefusal(f"unknown request {kind!r} (attempt, call, tool)")
 

@@ -17,6 +17,7 @@ import inspect
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -41,6 +42,8 @@ _INLINED = (
     "_slots.py",
     "_spec.py",
     "_agent.py",
+    "_workfolder.py",
+    "_seccomp.py",
     "_isolation.py",
     "_sandbox_child.py",
     "_channel.py",
@@ -53,6 +56,7 @@ _INLINED = (
     "_llm.py",
 )
 _PACKAGE = "agentdesign.components"
+_STALE_TEMPORARY_S = 60.0
 _PROVIDED_BY_PREAMBLE = {
     f"{_PACKAGE}._errors": {"ModelUnavailableError", "SandboxUnavailableError"}
 }
@@ -287,7 +291,8 @@ def write_agent_files(
     """Writes `agent_<hash>.json` and its standalone `.py` into `out`; returns both paths.
 
     Both are written under temporary names in `out`, then renamed into place, the .py first, so a
-    process killed at any moment leaves no .json without its .py (at most a hidden temporary).
+    process killed at any moment leaves no .json without its .py (at most a hidden temporary,
+    which the next export into `out` removes).
     """
     if out.exists() and not out.is_dir():
         raise AgentDesignError(f"cannot export into {out}: it is not a directory")
@@ -300,6 +305,7 @@ def write_agent_files(
     staged: list[tuple[Path, Path]] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(out)
         for path, text in texts.items():
             temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             staged.append((temporary, path))
@@ -314,3 +320,13 @@ def write_agent_files(
             raise AgentDesignError(f"cannot export into {out}: {err.strerror or err}") from None
         raise
     return spec_json, py
+
+
+def _remove_stale_temporaries(out: Path) -> None:
+    """Removes the temporaries that killed exports left in `out`: an export writes its own in
+    milliseconds, so one a minute old is no running export's."""
+    now = time.time()
+    for temporary in out.glob(".agent_*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - temporary.lstat().st_mtime > _STALE_TEMPORARY_S:
+                temporary.unlink()

@@ -17,6 +17,10 @@ Probed once per process, best first:
 
 Rlimits bound CPU time, address space and file size everywhere, and the process count wherever the
 child has a user namespace of its own and is not host root (RLIMIT_NPROC counts per namespace).
+Under bwrap (0.7 or later: `--size`) the work folder is a tmpfs of the namespace's own, of a
+fixed size, and what the program writes never reaches the host's disk; elsewhere the folder is on
+the host, and the sandbox watches its size (`_sandbox.py`). A seccomp filter (`_seccomp.py`),
+where the kernel takes it, refuses the system calls a program has no use for.
 """
 
 from __future__ import annotations
@@ -31,14 +35,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentdesign.components._errors import SandboxUnavailableError
+from agentdesign.components._seccomp import SECCOMP_SOURCE, seccomp_program
+from agentdesign.components._workfolder import WorkFolder
 
 __all__ = [
+    "CONFINE_ARGS",
     "CONFINE_CALL",
     "CONFINE_SOURCE",
     "UNSAFE_ENV",
@@ -46,7 +52,7 @@ __all__ = [
     "Isolation",
     "confine_args",
     "current_isolation",
-    "new_workdir",
+    "new_work_folder",
     "require_isolation",
     "spawn_confined",
 ]
@@ -75,7 +81,7 @@ _REAP_S = 5.0  # the most a namespace's teardown is awaited
 # program runs as its child, and pid 1 only reaps and then reports the program's end. When pid 1
 # ends, the kernel ends every other process in the namespace, and the launcher, its parent, reaps
 # it: nothing is orphaned for the host's init to reap (which, in a container, may never happen).
-CONFINE_SOURCE = r"""
+CONFINE_SOURCE = SECCOMP_SOURCE + r"""
 def _limit(resource, which, soft, hard):
     current_hard = resource.getrlimit(which)[1]
     if current_hard != resource.RLIM_INFINITY:
@@ -128,7 +134,7 @@ def _landlock(abi, workdir, read_paths):
     os.close(ruleset)
 
 
-def _confine(workdir, memory, cpu, fsize, nproc, uid, landlock, read_paths):
+def _confine(workdir, memory, cpu, fsize, nproc, uid, landlock, read_paths, seccomp):
     import resource
     import signal
 
@@ -151,9 +157,13 @@ def _confine(workdir, memory, cpu, fsize, nproc, uid, landlock, read_paths):
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     if landlock:
         _landlock(landlock, workdir, [p for p in read_paths.split(os.pathsep) if p])
+    if seccomp:
+        _seccomp(bytes.fromhex(seccomp))
 """
 # How the child calls it, with `confine_args` as its first arguments.
-CONFINE_CALL = "_confine(sys.argv[1], *map(int, sys.argv[2:8]), sys.argv[8])"
+CONFINE_CALL = "_confine(sys.argv[1], *map(int, sys.argv[2:8]), *sys.argv[8:10])"
+# The number of arguments `confine_args` gives.
+CONFINE_ARGS = 9
 
 
 @dataclass(frozen=True)
@@ -163,6 +173,8 @@ class Isolation:
     launcher: str | None  # "bwrap", "unshare" or None (audit hooks and rlimits only)
     as_root: bool
     landlock: int = 0  # the Landlock ABI the child applies (0: none)
+    seccomp: bool = False  # whether the child installs the seccomp filter
+    tmpfs: bool = False  # whether its work folder is a tmpfs of its own (bwrap), else the host's
 
     @property
     def nproc(self) -> int:
@@ -173,7 +185,9 @@ class Isolation:
     @property
     def level(self) -> str:
         limits = "cpu, memory, file-size" + (", process-count" if self.nproc else "")
-        extras = f"rlimits ({limits}), audit hooks"
+        folder = "tmpfs work folder" if self.tmpfs else "watched work folder"
+        seccomp = ", seccomp" if self.seccomp else ""
+        extras = f"rlimits ({limits}), {folder} size{seccomp}, audit hooks"
         landlock = f"landlock v{self.landlock} files+tcp" if self.landlock else ""
         if self.launcher == "bwrap":
             return (
@@ -227,10 +241,20 @@ def _probe() -> Isolation:
     as_root = os.geteuid() == 0
     landlock = _landlock_abi()
     # Under bwrap the files outside are not there at all; Landlock is unshare's file boundary.
-    candidates = (Isolation("bwrap", as_root), Isolation("unshare", as_root, landlock))
-    for candidate in candidates:
-        if shutil.which(str(candidate.launcher)) and _works(candidate):
-            return candidate
+    # Each with the seccomp filter where the kernel takes it (and this machine has one), else
+    # without; bwrap with a tmpfs work folder where it can size one, else with the host's.
+    filters = (True, False) if seccomp_program() is not None else (False,)
+    for launcher, abi, folders in (
+        ("bwrap", 0, (True, False)),
+        ("unshare", landlock, (False,)),
+        (None, landlock, (False,)),
+    ):
+        if launcher is None or shutil.which(launcher):
+            for tmpfs in folders:
+                for seccomp in filters:
+                    candidate = Isolation(launcher, as_root, abi, seccomp, tmpfs)
+                    if _works(candidate):
+                        return candidate
     return Isolation(None, as_root, landlock)
 
 
@@ -247,8 +271,10 @@ def _landlock_abi() -> int:
 
 
 def _works(isolation: Isolation) -> bool:
-    """Whether a child confined this way starts and runs Python (namespaces may be forbidden)."""
-    workdir = new_workdir(isolation)
+    """Whether a child confined this way starts and runs Python (namespaces may be forbidden,
+    seccomp missing from the kernel)."""
+    folder = new_work_folder(isolation)
+    workdir = folder.path
     code = f"import os, sys\n{CONFINE_SOURCE}\n{CONFINE_CALL}\nprint('ok')"
     argv = [sys.executable, "-I", "-c", code]
     argv += confine_args(isolation, workdir, memory=256 << 20, cpu_s=5, file_size=1 << 20)
@@ -257,6 +283,7 @@ def _works(isolation: Isolation) -> bool:
             isolation,
             argv,
             workdir=workdir,
+            folder_size=1 << 20,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -271,26 +298,27 @@ def _works(isolation: Isolation) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        folder.remove()
     return child.process.returncode == 0 and out == b"ok\n"
 
 
 def confine_args(
     isolation: Isolation, workdir: str, *, memory: int, cpu_s: int, file_size: int
 ) -> list[str]:
-    """The arguments of the child's `_confine`: work folder, rlimits (bytes, seconds), process
-    count, uid to switch to (-1: none), Landlock ABI and the readable paths."""
+    """The CONFINE_ARGS arguments of the child's `_confine`: work folder, rlimits (bytes,
+    seconds), process count, uid to switch to (-1: none), Landlock ABI, the readable paths and
+    the seccomp filter in hex ("": none)."""
     uid = _NOBODY if isolation.launcher == "bwrap" and isolation.as_root else -1
     numbers = (memory, cpu_s, file_size, isolation.nproc, uid, isolation.landlock)
-    return [workdir, *map(str, numbers), os.pathsep.join(read_paths())]
+    program = seccomp_program() if isolation.seccomp else None
+    seccomp = program.hex() if program is not None else ""
+    return [workdir, *map(str, numbers), os.pathsep.join(read_paths()), seccomp]
 
 
-def new_workdir(isolation: Isolation) -> str:
+def new_work_folder(isolation: Isolation) -> WorkFolder:
     """A fresh private work folder that the child's user can write."""
-    workdir = tempfile.mkdtemp(prefix="agentdesign-sandbox-")
-    if isolation.launcher == "bwrap" and isolation.as_root:
-        os.chown(workdir, _NOBODY, _NOBODY)
-    return workdir
+    as_nobody = isolation.launcher == "bwrap" and isolation.as_root
+    return WorkFolder(owner=_NOBODY if as_nobody else None)
 
 
 class Child:
@@ -336,6 +364,7 @@ def spawn_confined(
     argv: Sequence[str],
     *,
     workdir: str,
+    folder_size: int,
     stdin: int,
     stdout: int,
     stderr: int,
@@ -343,7 +372,8 @@ def spawn_confined(
     pass_fds: tuple[int, ...],
     deadline: float,
 ) -> Child:
-    """Starts `argv` (a Python command) in a new session under `isolation`."""
+    """Starts `argv` (a Python command) in a new session under `isolation`; a tmpfs work folder
+    holds `folder_size` bytes at most."""
 
     def popen(prefix: list[str], fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -370,7 +400,8 @@ def spawn_confined(
         args += ["--uid", str(_NOBODY), "--gid", str(_NOBODY)]
     try:
         try:
-            process = popen([*_bwrap_args(workdir), *args], (info_w, block_r))
+            size = folder_size if isolation.tmpfs else None
+            process = popen([*_bwrap_args(workdir, size), *args], (info_w, block_r))
         finally:
             os.close(info_w)
             os.close(block_r)
@@ -398,13 +429,16 @@ _UNSHARE = [
 ]
 
 
-def _bwrap_args(workdir: str) -> list[str]:
+def _bwrap_args(workdir: str, folder_size: int | None) -> list[str]:
+    """bwrap's options; the work folder is a tmpfs of `folder_size` bytes, or (None) the host's
+    folder bound in."""
     args = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--as-pid-1"]
     args += ["--cap-drop", "ALL"]
     binds = [("--ro-bind", p) for p in read_paths() if not os.path.islink(p)]
-    binds.append(("--bind", workdir))
-    # bwrap creates the bind points' parents; mode 0755 so that uid 65534 can pass through them
-    parents = {os.path.dirname(path) for _, path in binds}
+    if folder_size is None:
+        binds.append(("--bind", workdir))
+    # bwrap creates the mount points' parents; mode 0755 so that uid 65534 can pass through them
+    parents = {os.path.dirname(path) for _, path in [*binds, ("", workdir)]}
     for parent in list(parents):
         while parent not in ("/", ""):
             parents.add(parent)
@@ -416,6 +450,10 @@ def _bwrap_args(workdir: str) -> list[str]:
             args += ["--symlink", os.readlink(path), path]
     for option, path in sorted(binds, key=lambda bind: bind[1]):
         args += [option, path, path]
+    if folder_size is not None:
+        # A tmpfs of this namespace at the host folder's path, gone with it. 0777: as root, bwrap
+        # makes it as uid 0, and the child runs as 65534 (no one else sees it).
+        args += ["--size", str(folder_size), "--perms", "0777", "--tmpfs", workdir]
     args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--remount-ro", "/"]
     return args
 

@@ -2,8 +2,9 @@
 
 HumanEval solutions, program-of-thought answers and a Python tool all execute code a model wrote.
 Each run gets a fresh `python -I` process in a new session with a minimal environment, a temporary
-working directory (removed afterwards), resource limits (address space, CPU time, file size,
-process count) and a wall-time limit that kills the whole process group.
+working directory of bounded size (removed afterwards, whatever it holds: `_workfolder.py`),
+resource limits (address space, CPU time, file size, process count) and a wall-time limit that
+kills the whole process group.
 
 Two layers hold it. The operating system's (`_isolation.py`): its own user, PID, network and mount
 namespaces under bubblewrap (or util-linux unshare with Landlock), so that nothing outside its work
@@ -26,7 +27,6 @@ import contextlib
 import math
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,11 +41,12 @@ from agentdesign.components._isolation import (
     Isolation,
     confine_args,
     current_isolation,
-    new_workdir,
+    new_work_folder,
     require_isolation,
     spawn_confined,
 )
 from agentdesign.components._sandbox_child import CHILD_PROGRAM
+from agentdesign.components._workfolder import folder_usage
 
 __all__ = ["SandboxLimits", "SandboxResult", "run_python", "sandbox_isolation"]
 
@@ -56,6 +57,11 @@ _VIOLATION_MARKER = "SANDBOX-VIOLATION: "
 # Per stream; beyond it the head and the tail are kept (the tail holds tracebacks and markers).
 _OUTPUT_LIMIT = 64 * 1024
 _MB = 1024 * 1024
+# Where no tmpfs bounds the work folder (not under bwrap), it is measured this often, each entry
+# counting as a block at least (so that a folder of many empty files is over its size too).
+_WATCH_S = 0.1
+_ENTRY_BYTES = 4096
+_NO_SPACE = "[Errno 28]"  # ENOSPC, as an OSError's message starts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +71,8 @@ class SandboxLimits:
     wall_s: float = 10.0
     memory_mb: int = 512
     cpu_s: float = 10.0
-    file_mb: int = 16
+    file_mb: int = 16  # one file
+    folder_mb: int = 64  # the whole work folder
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +83,7 @@ class SandboxResult:
     stdout: str
     stderr: str
     exit_code: int | None  # None when the sandbox killed it; negative: the signal that ended it
-    kind: str | None  # "timeout" | "memory" | "violation" | "error"
+    kind: str | None  # "timeout" | "memory" | "disk" | "channel" | "violation" | "error"
     wall_s: float
     detail: str
     isolation: str  # what confined it: `sandbox_isolation()`
@@ -125,22 +132,25 @@ def run_python(
 ) -> SandboxResult:
     """Runs `code` as a program in a confined child process and reports how it ended.
 
-    Never raises for anything the code does; safe to call from several threads at once. Raises
-    SandboxUnavailableError where only the audit hooks would confine it and unsafe mode is off.
+    Never raises for anything the code does (its work folder is removed whatever it holds); safe
+    to call from several threads at once. Raises SandboxUnavailableError where only the audit
+    hooks would confine it and unsafe mode is off.
     `audit_hooks=False` leaves the operating system's isolation alone in force: the hostile-program
     tests use it to show that this layer holds by itself.
 
     With `serve`, the program's stdin is the engine's answer channel instead of `stdin`: each
     line it writes after REQUEST_MARK is decoded as JSON and handed to `serve` outside the
     sandbox, whose return value goes back as `{"value": ...}` (a ChannelRefusal as
-    `{"error": ...}`). Time spent serving does not count against the wall-time limit. Any other
+    `{"error": ...}`). Time spent serving does not count against the wall-time limit. A program
+    that sends too much or leaves its replies unread is ended ("channel"). Any other
     exception of `serve` (a failed model call, say) ends the program and is raised here.
     """
     isolation = current_isolation()
     require_isolation(isolation)
     if not audit_hooks and isolation.launcher is None:
         raise ValueError("audit_hooks=False needs operating-system isolation, and there is none")
-    workdir = new_workdir(isolation)
+    folder = new_work_folder(isolation)
+    workdir = folder.path
     try:
         with tempfile.TemporaryFile() as code_file, tempfile.TemporaryFile() as stdin_file:
             code_file.write(code.encode("utf-8", "surrogatepass"))
@@ -167,7 +177,7 @@ def run_python(
                 serve,
             )
     finally:
-        shutil.rmtree(workdir, onerror=_force_remove)
+        folder.remove()
 
 
 def _child_env(workdir: str) -> dict[str, str]:
@@ -196,6 +206,7 @@ def _supervise(
         isolation,
         argv,
         workdir=workdir,
+        folder_size=limits.folder_mb * _MB,
         stdin=stdin_fd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -208,16 +219,20 @@ def _supervise(
     channel = None
     if serve is not None:
         assert process.stdin is not None
-        channel = Channel(serve, process.stdin, captures["stdout"].add)
-    timed_out = False
+        os.set_blocking(process.stdin.fileno(), False)
+        channel = Channel(serve, process.stdin.fileno(), captures["stdout"].add)
+    # A tmpfs bounds the folder; else it is on the host's disk, and watched.
+    watch = None if isolation.tmpfs else _FolderWatch(workdir, limits.folder_mb)
     try:
         with selectors.DefaultSelector() as selector:
             assert process.stdout is not None and process.stderr is not None
             selector.register(process.stdout, selectors.EVENT_READ, channel or captures["stdout"])
             selector.register(process.stderr, selectors.EVENT_READ, captures["stderr"])
-            timed_out = not _drain(selector, deadline, channel)
+            stopped = _drain(selector, deadline, channel, watch)
         served_s = channel.served_s if channel is not None else 0.0
-        timed_out = timed_out or not _await_exit(process.pid, deadline + served_s)
+        stopped = stopped or _await_exit(process.pid, deadline + served_s, watch)
+        if stopped is None and watch is not None and watch.over(now=True):
+            stopped = "disk"  # it wrote too much between two measurements, then ended
     finally:
         # The leader is at most a zombie here, so its group id cannot have been reused.
         child.kill()
@@ -226,69 +241,103 @@ def _supervise(
                 with contextlib.suppress(OSError):
                     stream.close()
     wall_s = time.monotonic() - start - (channel.served_s if channel is not None else 0.0)
-    return _result(
-        child.returncode,
-        captures["stdout"].text(),
-        captures["stderr"].text(),
-        timed_out=timed_out,
+    kind: str | None
+    if stopped == "timeout":
+        kind, detail = "timeout", f"wall-time limit of {limits.wall_s:g} s exceeded"
+    elif stopped == "disk":
+        kind, detail = "disk", f"{_folder_limit(limits)} exceeded"
+    elif stopped == "channel" and channel is not None:
+        kind, detail = "channel", str(channel.failure)
+    else:
+        kind, detail = _classify(
+            child.returncode, captures["stderr"].text(), wall_s=wall_s, limits=limits
+        )
+    return SandboxResult(
+        ok=kind is None,
+        stdout=captures["stdout"].text(),
+        stderr=captures["stderr"].text(),
+        exit_code=child.returncode if stopped is None else None,
+        kind=kind,
         wall_s=wall_s,
-        limits=limits,
+        detail=detail,
         isolation=isolation.level,
     )
 
 
+class _FolderWatch:
+    """The size of a work folder on the host's disk, measured every _WATCH_S at most."""
+
+    def __init__(self, path: str, limit_mb: int) -> None:
+        self.path = path
+        self.limit = limit_mb * _MB
+        self.due = time.monotonic() + _WATCH_S
+
+    def over(self, *, now: bool = False) -> bool:
+        """Whether the folder is past its limit, if a measurement is due or asked for `now`
+        (False otherwise)."""
+        if not now and time.monotonic() < self.due:
+            return False
+        used, entries = folder_usage(self.path, max_entries=self.limit // _ENTRY_BYTES + 1)
+        self.due = time.monotonic() + _WATCH_S
+        return max(used, entries * _ENTRY_BYTES) > self.limit
+
+
 def _drain(
-    selector: selectors.BaseSelector, deadline: float, channel: Channel | None = None
-) -> bool:
-    """Reads both pipes until they close; False if the deadline (moved on by the time spent
-    serving the channel's requests) came first."""
-    while selector.get_map():
+    selector: selectors.BaseSelector,
+    deadline: float,
+    channel: Channel | None,
+    watch: _FolderWatch | None,
+) -> str | None:
+    """Reads both pipes until they close, writing the channel's replies as the program takes
+    them. If something came first, says what: "timeout" (the deadline, moved on by the time spent
+    serving the channel's requests), "channel" (the program broke the channel's bounds) or
+    "disk" (its work folder grew past its limit)."""
+    readers, writing = 2, False
+    while readers:
+        if channel is not None:
+            if channel.failure is not None:
+                return "channel"
+            if bool(channel.unsent) != writing:  # wait for the pipe to take them, not on it
+                writing = not writing
+                if writing:
+                    selector.register(channel.reply, selectors.EVENT_WRITE)
+                else:
+                    selector.unregister(channel.reply)
         remaining = deadline + (channel.served_s if channel is not None else 0.0) - time.monotonic()
         if remaining <= 0:
-            return False
+            return "timeout"
+        if watch is not None:
+            if watch.over():
+                return "disk"
+            remaining = min(remaining, max(0.0, watch.due - time.monotonic()))
         for key, _ in selector.select(remaining):
+            if key.data is None:
+                assert channel is not None
+                channel.flush()
+                continue
             data = os.read(key.fd, 1 << 16)
             if data:
                 key.data.add(data)
             else:
                 selector.unregister(key.fileobj)
-    return True
+                readers -= 1
+    return None
 
 
-def _await_exit(pid: int, deadline: float) -> bool:
-    """Waits for the child to exit without reaping it; False if the deadline came first."""
+def _await_exit(pid: int, deadline: float, watch: _FolderWatch | None) -> str | None:
+    """Waits for the child to exit without reaping it; "timeout" or "disk" (as `_drain` says
+    them) if that came first."""
     while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
         if time.monotonic() >= deadline:
-            return False
+            return "timeout"
+        if watch is not None and watch.over():
+            return "disk"
         time.sleep(0.005)
-    return True
+    return None
 
 
-def _result(
-    returncode: int,
-    stdout: str,
-    stderr: str,
-    *,
-    timed_out: bool,
-    wall_s: float,
-    limits: SandboxLimits,
-    isolation: str,
-) -> SandboxResult:
-    kind, detail = (
-        ("timeout", f"wall-time limit of {limits.wall_s:g} s exceeded")
-        if timed_out
-        else _classify(returncode, stderr, wall_s=wall_s, limits=limits)
-    )
-    return SandboxResult(
-        ok=kind is None,
-        stdout=stdout,
-        stderr=stderr,
-        exit_code=None if timed_out else returncode,
-        kind=kind,
-        wall_s=wall_s,
-        detail=detail,
-        isolation=isolation,
-    )
+def _folder_limit(limits: SandboxLimits) -> str:
+    return f"work-folder limit of {limits.folder_mb} MB"
 
 
 def _classify(
@@ -302,6 +351,8 @@ def _classify(
         return "violation", stderr[marker + len(_VIOLATION_MARKER) :].partition("\n")[0]
     if returncode == _MEMORY_EXIT or (returncode > 0 and "MemoryError" in _last_line(stderr)):
         return "memory", f"memory limit of {limits.memory_mb} MB exceeded"
+    if returncode > 0 and _NO_SPACE in _last_line(stderr):  # its tmpfs is full
+        return "disk", f"{_folder_limit(limits)} reached"
     # Only the soft CPU limit sends SIGXCPU. Past the hard limit the kernel sends SIGKILL, which the
     # OOM killer sends too: CPU time never exceeds wall time, so a shorter run died for memory.
     if returncode == -signal.SIGXCPU or (returncode == -signal.SIGKILL and wall_s >= limits.cpu_s):
@@ -316,12 +367,3 @@ def _classify(
 def _last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1][:300] if lines else ""
-
-
-def _force_remove(function: Any, path: str, _excinfo: Any) -> None:
-    """rmtree's error handler: the program may have removed permissions on what it created."""
-    with contextlib.suppress(OSError):
-        os.chmod(os.path.dirname(path), 0o700)
-        os.chmod(path, 0o700)
-    with contextlib.suppress(OSError):
-        function(path)

@@ -9,7 +9,7 @@ lines in tracebacks and ending with the memory exit code on a MemoryError.
 
 from __future__ import annotations
 
-from agentdesign.components._isolation import CONFINE_CALL, CONFINE_SOURCE
+from agentdesign.components._isolation import CONFINE_ARGS, CONFINE_CALL, CONFINE_SOURCE
 
 __all__ = ["CHILD_PROGRAM"]
 
@@ -263,7 +263,6 @@ def _run(code_fd, violation_exit, memory_exit, hooks):
         traceback.print_exception(type(error), error, error.__traceback__.tb_next)
         sys.exit(1)
 
-
-_run(*map(int, sys.argv[9:13]))
 """
+    + f"\n_run(*map(int, sys.argv[{CONFINE_ARGS + 1}:{CONFINE_ARGS + 5}]))\n"
 )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -248,6 +250,19 @@ def test_a_failure_between_the_writes_leaves_no_json_without_its_python(
     names = {p.name for p in out.iterdir()}
     assert not {n for n in names if n.endswith(".tmp")}, names
     assert all(n.removesuffix(".json") + ".py" in names for n in names if n.endswith(".json"))
+
+
+def test_an_export_removes_the_temporaries_killed_exports_left(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    left = [out / ".agent_0123456789.py.4242.tmp", out / ".agent_0123456789.json.4242.tmp"]
+    running = out / ".agent_9876543210.py.4343.tmp"  # another export's, being written now
+    for temporary in [*left, running]:
+        temporary.write_text("half an agent")
+    for temporary in left:
+        os.utime(temporary, (time.time() - 3600,) * 2)
+    spec_json, py = write_agent_files(EXPORT_SPECS[0], train_examples=POOL, out=out)
+    assert sorted(p.name for p in out.iterdir()) == sorted([spec_json.name, py.name, running.name])
 
 
 def test_an_export_into_a_file_or_an_impossible_folder_is_one_error(tmp_path: Path) -> None:

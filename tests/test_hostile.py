@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import socket
 import sqlite3
@@ -26,11 +27,12 @@ from agentdesign.components import (
     SandboxLimits,
     SandboxResult,
     _isolation,
+    _seccomp,
     current_isolation,
     run_python,
 )
 
-LIMITS = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256)
+LIMITS = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256, folder_mb=16)
 LAYERS = {"os+hooks": True, "os": False}
 FORKING = ("fork-bomb", "fork-count")  # run without hooks only where the process count is bound
 
@@ -267,6 +269,17 @@ CASES: dict[str, Case] = {
     ),
     "allocate-20gb": Case("x = bytearray(20 * 10**9)", ("memory",), ("memory",)),
     "endless-loop": Case("while True:\n    pass", ("timeout",), ("timeout",)),
+    "fill-the-folder": Case(  # 10 files of 10 MB, each under the file-size limit
+        "for n in range(10):\n    open(f'f{n}', 'wb').write(b'x' * 10 * 2**20)",
+        ("disk",),
+        ("disk",),
+    ),
+    "deep-folder-tree": Case(  # past Python's recursion limit, its top folder unreadable
+        "import os\nos.mkdir('a')\nfor _ in range(1200):\n    os.mkdir('t')\n"
+        "    os.rename('a', 't/a')\n    os.rename('t', 'a')\nos.chmod('a', 0)",
+        (None,),
+        (None,),
+    ),
     # --- the package and its archive ---
     "import-agentdesign": Case(
         "from agentdesign.archive import Archive\nArchive($archive).create_run('pwned')",
@@ -359,3 +372,49 @@ def test_the_unshare_fallback_contains_it_too(name: str, unshare: Isolation, hos
 def test_bubblewrap_isolates_where_installed(os_isolation: Isolation) -> None:
     if shutil.which("bwrap"):
         assert os_isolation.launcher == "bwrap", "bwrap is installed but its sandbox failed"
+
+
+# Each system call with arguments that would be harmless should the filter not hold (a clone's
+# child exits at once), then threads and a fork, which must still work.
+SYSCALLS = """import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(number, *args):
+    ctypes.set_errno(0)
+    result = libc.syscall(number, *args)
+    if result == 0:
+        os._exit(0)  # a clone's child
+    if result > 0 and number == $clone:
+        os.waitpid(result, 0)
+    return os.strerror(ctypes.get_errno()) if result < 0 else 'allowed'
+for name, number in $refused:
+    print(name, errno_of(number, -1, 0, 0, 0, 0, 0), sep=': ')
+print('clone-newuser', errno_of($clone, 0x10000000 | 17, 0, 0, 0, 0), sep=': ')
+print('clone3', errno_of(435, 0, 0), sep=': ')
+thread = threading.Thread(target=print, args=('thread: ran',))
+thread.start()
+thread.join()
+if os.fork() == 0:
+    os._exit(3)
+print('fork:', os.waitstatus_to_exitcode(os.wait()[1]))
+"""
+
+
+def test_the_seccomp_filter_refuses_what_a_program_has_no_use_for(
+    os_isolation: Isolation, host: Host
+) -> None:
+    if os.environ.get("CI") == "true":
+        assert os_isolation.seccomp, f"CI needs the seccomp filter, got {os_isolation}"
+    elif not os_isolation.seccomp:
+        pytest.skip(f"no seccomp filter here ({os_isolation.level})")
+    abi = _seccomp._ABIS[platform.machine()]
+    code = Template(SYSCALLS).substitute(refused=sorted(abi.refused.items()), clone=abi.clone)
+    result = run_python(code, limits=LIMITS, audit_hooks=False)  # the OS layer alone
+    assert result.ok, result.stderr
+    lines = dict(line.split(": ") for line in result.stdout.splitlines())
+    assert lines == {
+        **{name: "Operation not permitted" for name in [*abi.refused, "clone-newuser"]},
+        "clone3": "Function not implemented",  # the C library falls back to clone on it
+        "thread": "ran",
+        "fork": "3",
+    }
+    host.assert_unaffected(result)
