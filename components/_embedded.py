@@ -332,11 +332,45 @@ def _server(name: str) -> tuple[Any, threading.Lock]:
         return _servers[name]
 
 
-# OpenAI request fields the engine honours; anything else (tools, logprobs, ...) is refused rather
-# than silently dropped, so a design never believes a feature worked when it did not.
+# OpenAI request fields the engine honours as OpenAI defines them (top_k and min_p are llama.cpp's
+# own sampling fields, which litellm passes on); `response_format` goes to the engine's grammar
+# (llguidance), which constrains the reply to JSON or to the given JSON schema.
 _PASSED_THROUGH = frozenset(
-    {"temperature", "top_p", "max_tokens", "seed", "stop", "presence_penalty", "frequency_penalty"}
+    {
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "max_tokens",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "response_format",
+    }
 )
+# Client settings litellm leaves in the request (`max_retries` from every DSPy call, `stream=False`,
+# ...) that cannot change a local model's reply: there is no network to retry, no service tier, no
+# stored completion, no provider-side cache, and usage is always reported. `parallel_tool_calls`
+# is moot, since tools are refused; stream=True goes to `streaming`, also refused. (`timeout`,
+# `api_key`, `user` and `metadata` are litellm's own arguments and never reach the request.)
+_IGNORED = frozenset(
+    {
+        "max_retries",
+        "stream",
+        "stream_options",
+        "store",
+        "service_tier",
+        "safety_identifier",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "parallel_tool_calls",
+    }
+)
+# Anything else (tools, logprobs, logit_bias, extra_body, ...) is refused rather than silently
+# dropped, so a design never believes a feature worked when it did not; a refused field that is
+# None, False or empty asks for nothing and passes.
+_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 
 
 class _EngineError(Exception):
@@ -354,12 +388,35 @@ def _request(optional_params: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
     n = int(params.pop("n", None) or 1)
     if "max_completion_tokens" in params:
         params.setdefault("max_tokens", params.pop("max_completion_tokens"))
-    unsupported = sorted(set(params) - _PASSED_THROUGH)
+    asked = {key for key, value in params.items() if value not in (None, False, [], {}, "")}
+    unsupported = sorted(asked - _PASSED_THROUGH - _IGNORED)
     if unsupported:
         raise ValueError(f"embedded models do not support: {', '.join(unsupported)}")
-    request = {key: value for key, value in params.items() if value is not None}
+    request = {k: v for k, v in params.items() if k in _PASSED_THROUGH and v is not None}
+    if "response_format" in request:
+        response_format = _response_format(request.pop("response_format"))
+        if response_format is not None:
+            request["response_format"] = response_format
     request["cache_prompt"] = embedded_prompt_cache()
     return request, n
+
+
+def _response_format(given: Any) -> dict[str, Any] | None:
+    """An OpenAI `response_format` as the engine takes it (None for plain text), refused in one
+    line where the engine would quietly constrain the reply less than asked."""
+    kind = given.get("type") if isinstance(given, Mapping) else None
+    if kind not in _RESPONSE_FORMATS:
+        raise ValueError(
+            f"response_format type must be one of {', '.join(_RESPONSE_FORMATS)}, not {kind!r}"
+        )
+    if kind == "text":
+        return None
+    if kind == "json_schema":
+        # Without a schema the engine would accept any JSON, not the structure asked for.
+        spec = given.get("json_schema")
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("schema"), Mapping):
+            raise ValueError("response_format json_schema needs json_schema.schema, a JSON schema")
+    return dict(given)
 
 
 def _chat(name: str, messages: list[Any], optional_params: Mapping[str, Any]) -> ModelResponse:
@@ -407,6 +464,13 @@ def _chat(name: str, messages: list[Any], optional_params: Mapping[str, Any]) ->
     )
 
 
+def _no_stream(name: str) -> _EngineError:
+    """litellm routes stream=True here, not to `completion`: the engine answers whole replies."""
+    return _EngineError(
+        400, f"embedded/{name}: embedded models do not stream; call without stream=True"
+    )
+
+
 def _handler() -> Any:
     """A litellm CustomLLM for the provider (the class is built here to keep litellm lazy)."""
     from litellm.llms.custom_llm import CustomLLM
@@ -424,6 +488,13 @@ def _handler() -> Any:
         ) -> ModelResponse:
             optional_params = kwargs.get("optional_params") or {}
             return await asyncio.to_thread(_chat, model, messages, optional_params)
+
+        def streaming(self, model: str, *args: Any, **kwargs: Any) -> Any:
+            raise _no_stream(model)
+
+        # Not async: litellm calls it without awaiting, so a coroutine's error would never show.
+        def astreaming(self, model: str, *args: Any, **kwargs: Any) -> Any:
+            raise _no_stream(model)
 
     return EmbeddedLLM()
 
@@ -452,7 +523,15 @@ def register_embedded_provider() -> None:
                     # Given explicitly so litellm does not warn that they default to zero.
                     "cache_creation_input_token_cost": 0.0,
                     "cache_read_input_token_cost": 0.0,
+                    # Tools asking what the model takes (DSPy's JSON adapter) then send a JSON
+                    # schema, which the engine's grammar enforces.
+                    "supports_response_schema": True,
                 }
                 for name in EMBEDDED_MODELS
             }
         )
+        # litellm lists a custom provider (so that `get_supported_openai_params` answers for it)
+        # only on its first call; DSPy asks before calling.
+        from litellm.utils import custom_llm_setup
+
+        custom_llm_setup()  # type: ignore[no-untyped-call]

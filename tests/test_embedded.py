@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,6 +227,156 @@ def test_unsupported_and_oversized_requests_are_refused(litellm: ModuleType) -> 
     too_long = [{"role": "user", "content": "hi " * 5000}]
     with pytest.raises(litellm.BadRequestError, match="context size"):
         litellm.completion(model=SMOL, messages=too_long, max_tokens=8)
+
+
+# --- what other litellm clients send --------------------------------------------------------------
+
+# What litellm leaves in `optional_params` for DSPy's calls (`max_retries` from its num_retries) and
+# for other clients' settings that cannot change a local model's reply.
+CLIENT_OPTIONS = {
+    "max_retries": 3,
+    "stream": False,
+    "stream_options": {"include_usage": True},
+    "store": False,
+    "service_tier": "auto",
+    "safety_identifier": "user-1",
+    "prompt_cache_key": "k",
+    "parallel_tool_calls": True,
+}
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+class _RecordingServer:
+    """Stands in for the engine: keeps each request and answers as the engine does."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, object]] = []
+
+    def handle_chat_completions(self, request: dict[str, object]) -> dict[str, object]:
+        self.requests.append(request)
+        return {
+            "choices": [
+                {"finish_reason": "stop", "message": {"role": "assistant", "content": "4"}}
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+        }
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch) -> _RecordingServer:
+    server = _RecordingServer()
+    lock = _embedded.threading.Lock()
+    monkeypatch.setattr(_embedded, "_server", lambda name: (server, lock))
+    return server
+
+
+def test_client_options_are_ignored_not_refused(
+    litellm: ModuleType, engine: _RecordingServer
+) -> None:
+    """The options DSPy and other litellm clients pass, as litellm delivers them to the provider:
+    the engine gets the sampling fields only."""
+    reply = litellm.completion(
+        model=SMOL,
+        messages=QUESTION,
+        temperature=0,
+        max_tokens=8,
+        num_retries=2,
+        timeout=30,
+        api_key="unused",
+        user="someone",
+        metadata={"run": "x"},
+        **CLIENT_OPTIONS,
+    )
+    assert reply.choices[0].message.content == "4"
+    (request,) = engine.requests
+    assert set(request) == {"messages", "temperature", "max_tokens", "cache_prompt"}
+
+
+def test_features_that_change_the_reply_are_refused(engine: _RecordingServer) -> None:
+    for asked, named in [
+        ({"logprobs": True, "top_logprobs": 2}, "logprobs, top_logprobs"),
+        ({"tool_choice": "auto"}, "tool_choice"),
+        ({"logit_bias": {"1": 5}}, "logit_bias"),
+        ({"extra_body": {"grammar": "root ::= x"}}, "extra_body"),
+    ]:
+        with pytest.raises(ValueError, match=f"do not support: {named}$"):
+            _embedded._request({**CLIENT_OPTIONS, **asked})
+    # A refused field that asks for nothing passes.
+    request, _ = _embedded._request({"logprobs": False, "tools": [], "tool_choice": None})
+    assert set(request) == {"cache_prompt"}
+
+
+def test_response_formats(engine: _RecordingServer) -> None:
+    schema = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    assert _embedded._request({"response_format": schema})[0]["response_format"] == schema
+    json_object = {"type": "json_object"}
+    assert _embedded._request({"response_format": json_object})[0]["response_format"] == json_object
+    assert "response_format" not in _embedded._request({"response_format": {"type": "text"}})[0]
+    with pytest.raises(ValueError, match="one of text, json_object, json_schema, not 'xml'"):
+        _embedded._request({"response_format": {"type": "xml"}})
+    with pytest.raises(ValueError, match=r"needs json_schema\.schema"):
+        _embedded._request({"response_format": {"type": "json_schema", "json_schema": {}}})
+
+
+def test_streaming_is_refused_in_one_line(litellm: ModuleType, engine: _RecordingServer) -> None:
+    with pytest.raises(litellm.BadRequestError, match="do not stream; call without stream=True"):
+        litellm.completion(model=SMOL, messages=QUESTION, stream=True)
+    with pytest.raises(litellm.BadRequestError, match="do not stream"):
+        asyncio.run(litellm.acompletion(model=SMOL, messages=QUESTION, stream=True))
+    assert engine.requests == []
+
+
+def test_capabilities_are_known_before_the_first_call(litellm: ModuleType) -> None:
+    """DSPy asks what a model takes before calling it: litellm must know the provider by then."""
+    params = litellm.get_supported_openai_params(model=SMOL, custom_llm_provider="embedded")
+    assert params is not None and "response_format" in params
+    assert litellm.supports_response_schema(model=SMOL, custom_llm_provider="embedded")
+
+
+@pytest.mark.embedded
+def test_json_schema_reply_parses_and_matches(litellm: ModuleType) -> None:
+    """The engine's grammar holds even a 135M model to the schema, on a question not about JSON."""
+    import jsonschema
+
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "person", "schema": PERSON, "strict": True},
+    }
+    reply = litellm.completion(
+        model=SMOL,
+        messages=[{"role": "user", "content": "Tell me about a famous painter."}],
+        response_format=response_format,
+        temperature=0,
+        max_tokens=64,
+    )
+    assert reply.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(reply.choices[0].message.content), PERSON)
+    plain = litellm.completion(
+        model=SMOL,
+        messages=QUESTION,
+        response_format={"type": "json_object"},
+        temperature=0,
+        max_tokens=48,
+        **CLIENT_OPTIONS,
+    )
+    assert plain.choices[0].message.content.lstrip().startswith("{")
+
+
+@pytest.mark.embedded
+def test_an_unusable_schema_is_refused(litellm: ModuleType) -> None:
+    broken = {"type": "object", "properties": {"x": {"$ref": "#/definitions/none"}}}
+    with pytest.raises(litellm.BadRequestError, match="cannot resolve"):
+        litellm.completion(
+            model=SMOL,
+            messages=QUESTION,
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": broken}},
+            max_tokens=8,
+        )
 
 
 # --- threads: the cores free to this process ------------------------------------------------------
