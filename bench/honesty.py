@@ -14,6 +14,10 @@ cell:
 4. the probability of backtest overfitting on pure noise (expect about 0.5) and with one design
    planted clearly better (expect near 0);
 5. coverage of the 95% interval of `paired_difference` for 0/1 outcomes of two correlated designs.
+Racing: how often racing stops a design as good as, or better than, the incumbent chosen as the
+best of several designs on the same items (and how often it stops worse ones), before and after
+the racing rule spent its alpha over the stages (`racing_stops`; 30 items, `--draws` per cell).
+`--only WORD` runs only the sections whose title holds WORD.
 The 0/1 cells call the public functions once per distinct outcome (the interval depends only on
 the counts); the continuous cells call the same batched code as `summarize`.
 """
@@ -37,6 +41,7 @@ from agentdesign.evaluators import (
     winner_optimism,
 )
 from agentdesign.evaluators._stats import _mean_intervals
+from agentdesign.search import Racing
 
 NS = (10, 20, 50, 200)
 RATES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
@@ -166,6 +171,117 @@ def paired_coverage(rng: Rng, draws: int) -> list[dict[str, str]]:
     return rows
 
 
+# Racing: the search items, the incumbent's true rate, how many designs it was chosen from, the
+# candidates' true rates, and the spread (in logits) of the item difficulty all designs share.
+RACE_ITEMS = 30
+RACE_INCUMBENT = 0.5
+RACE_CHOSEN_FROM = (1, 4, 10, 30)
+RACE_CANDIDATES = (0.5, 0.6, 0.3, 0.1)
+RACE_DIFFICULTY = {"independent": 0.0, "shared difficulty (sd 1.5)": 1.5}
+RACE_RULES = {"before": Racing(rule="paired"), "after": Racing()}
+# What each rule's decision at a stage depends on, of (wins, losses, both right, incumbent total):
+# McNemar's discordant pairs; the candidate's right answers and the incumbent's (their bounds).
+RACE_STATISTICS: dict[str, Callable[[int, int, int, int], tuple[int, ...]]] = {
+    "paired": lambda wins, losses, both, total: (wins, losses),
+    "bounds": lambda wins, losses, both, total: (wins + both, total),
+}
+_DECISIONS: dict[tuple[Racing, int, int, tuple[int, ...]], bool] = {}
+
+
+def racing_stops(rng: Rng, draws: int) -> list[dict[str, str]]:
+    """Share of candidates racing stops, and their mean items, by rule: the incumbent is the best
+    (by total) of m designs of true rate 0.5 on the same 30 items, as a run's incumbent is."""
+    rows = []
+    for items, spread in RACE_DIFFICULTY.items():
+        for chosen_from in RACE_CHOSEN_FROM:
+            for rate in RACE_CANDIDATES:
+                # Each draw: one set of item difficulties, the designs' outcomes on them.
+                difficulty = rng.normal(0.0, 1.0, size=(draws, RACE_ITEMS)) * spread
+                chances = _item_rates(RACE_INCUMBENT, difficulty, spread)
+                designs = rng.random((draws, chosen_from, RACE_ITEMS)) < chances[:, np.newaxis]
+                incumbent = designs[np.arange(draws), designs.sum(axis=2).argmax(axis=1)]
+                candidate = rng.random((draws, RACE_ITEMS)) < _item_rates(rate, difficulty, spread)
+                spent = {
+                    name: _raced_items(racing, candidate, incumbent)
+                    for name, racing in RACE_RULES.items()
+                }
+                rows.append(
+                    {"items": items, "chosen from": str(chosen_from), "candidate": f"{rate}"}
+                    | {
+                        f"{name}: stopped": f"{np.mean(n < RACE_ITEMS):.3f}"
+                        for name, n in spent.items()
+                    }
+                    | {f"{name}: mean items": f"{np.mean(n):.1f}" for name, n in spent.items()}
+                )
+    return rows
+
+
+def _item_rates(
+    rate: float, difficulty: npt.NDArray[np.float64], spread: float
+) -> npt.NDArray[np.float64]:
+    """Per-item success rates logistic(ability - difficulty), the ability set so that the rate
+    averaged over the difficulty's distribution, normal with sd `spread`, is `rate`."""
+    if spread == 0.0:
+        return np.full(difficulty.shape, rate)
+    quantiles = stats.norm.ppf((np.arange(2000) + 0.5) / 2000) * spread
+    low, high = -20.0, 20.0
+    for _ in range(60):  # the averaged rate rises with the ability: bisection
+        middle = (low + high) / 2
+        low, high = (
+            (middle, high) if np.mean(_logistic(middle - quantiles)) < rate else (low, middle)
+        )
+    return _logistic((low + high) / 2 - difficulty)
+
+
+def _logistic(x: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
+    return np.asarray(1 / (1 + np.exp(-np.asarray(x))), dtype=np.float64)
+
+
+def _raced_items(
+    racing: Racing, candidate: npt.NDArray[np.bool_], incumbent: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64]:
+    """The items each candidate gets under `racing`'s stages and test (all: never stopped)."""
+    n_items = candidate.shape[1]
+    spent = np.full(candidate.shape[0], n_items)
+    statistic = RACE_STATISTICS[racing.rule]
+    for stage in racing.stages(n_items):
+        mine, theirs = candidate[:, :stage], incumbent[:, :stage]
+        counts = np.stack(
+            [
+                (mine & ~theirs).sum(axis=1),
+                (~mine & theirs).sum(axis=1),
+                (mine & theirs).sum(axis=1),
+                incumbent.sum(axis=1),
+            ],
+            axis=1,
+        )
+        for row in np.flatnonzero(spent == n_items):
+            wins, losses, both, total = map(int, counts[row])
+            # The tests are slow: one decision for every stage and value of the rule's statistic.
+            key = (racing, n_items, stage, statistic(wins, losses, both, total))
+            if key not in _DECISIONS:
+                _DECISIONS[key] = _stops(racing, n_items, stage, wins, losses, both, total)
+            if _DECISIONS[key]:
+                spent[row] = stage
+    return spent
+
+
+def _stops(
+    racing: Racing, n_items: int, stage: int, wins: int, losses: int, both: int, total: int
+) -> bool:
+    """Racing's decision on scores with these counts: the candidate ahead on `wins` of the stage's
+    items, behind on `losses`, both right on `both`; the incumbent right on `total` of all."""
+    mine = [1.0] * (wins + both) + [0.0] * (stage - wins - both)
+    theirs = [0.0] * wins + [1.0] * (both + losses) + [0.0] * (stage - wins - both - losses)
+    rest = total - both - losses
+    theirs += [1.0] * rest + [0.0] * (n_items - stage - rest)
+    return racing.clearly_worse(
+        {str(i): s for i, s in enumerate(mine)},
+        {str(i): s for i, s in enumerate(theirs)},
+        n_items=n_items,
+    )
+
+
 def _paired_interval(n: int, wins: int, losses: int) -> tuple[float, float]:
     a = [1.0] * wins + [0.0] * (n - wins)
     b = [0.0] * wins + [1.0] * losses + [0.0] * (n - wins - losses)
@@ -185,8 +301,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=2000, help="data sets per cell")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", help="run only the sections whose title holds this word")
     args = parser.parse_args()
-    print(f"$ .venv/bin/python bench/honesty.py --draws {args.draws} --seed {args.seed}\n")
+    only = f" --only {args.only}" if args.only else ""
+    print(f"$ .venv/bin/python bench/honesty.py --draws {args.draws} --seed {args.seed}{only}\n")
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     sections: list[tuple[str, Callable[[], list[dict[str, str]]]]] = [
@@ -216,8 +334,18 @@ def main() -> None:
             "correlated 0/1 designs, by true rates and correlation",
             lambda: paired_coverage(rng, args.draws),
         ),
+        (
+            f"Racing: share of candidates stopped before item {RACE_ITEMS}, and their mean items,"
+            f" against an incumbent of true rate {RACE_INCUMBENT} chosen as the best of m designs"
+            f" of that rate on the same items; before: a paired test at alpha {Racing().alpha} at"
+            " every stage; after: the alpha (nominal: the chance of stopping a design as good)"
+            " spent over the stages, against the incumbent's lower bound",
+            lambda: racing_stops(rng, args.draws),
+        ),
     ]
     for title, section in sections:
+        if args.only and args.only.lower() not in title.lower():
+            continue
         section_started = time.perf_counter()
         # Tens of thousands of tiny matrix products: BLAS threads only contend for the cores.
         with threadpool_limits(limits=1):

@@ -42,7 +42,8 @@ and tpe), and the share of seeds that got there (with its paired difference from
 which still compares where the medians are censored); the tokens saved on the way to the top 1%
 by screening (a strategy's `-unscreened` variant screens one candidate, so the value model picks
 nothing) and by racing (its `+race` variant races its designs with the live loop's defaults,
-`search/_racing.py`: paired tests against the incumbent after 4, 8 and 16 of 30 items; a design
+`search/_racing.py`, docs/racing.md: after 4, 8 and 16 of 30 items, the design's upper
+confidence bound against the incumbent's lower bound, the alpha spent over the stages; a design
 stopped early counts as an evaluation, spends its items' tokens and is never reported); and the
 value model's Spearman correlation with the true accuracies of `--designs` random designs after
 10, 30 and 100 labelled random designs (labels: their observed search-item scores), over

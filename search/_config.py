@@ -50,11 +50,13 @@ class RunConfig:
     model: str = "embedded/qwen2.5-coder-1.5b"
     strategy: str = "tpe"
     objective: str = "score"  # or "score-cost": tokens per task, minimized, as a second objective
-    # Racing (see Racing): a design is dropped at a stage where a paired test shows it clearly
-    # worse than the incumbent (one-sided p below race_alpha); runs stored before it race not.
+    # Racing (see Racing): a design is dropped at a stage where it is clearly worse than the
+    # incumbent, a design as good dropped with probability race_alpha at most; runs stored before
+    # racing race not, those stored before `race_rule` race by the rule they began with, "paired".
     race: bool = True
     race_alpha: float = 0.1
     race_first_stage: int = 4
+    race_rule: str = "bounds"
     budget: Budget = field(default_factory=Budget)
     n_search: int = 10
     n_holdout: int = 10
@@ -102,6 +104,7 @@ class RunConfig:
         if self.meta_every or self.meta_code or self.meta_model:
             check_refinable(self.strategy, what="the meta agent")
         check_concurrency(self.concurrency)
+        self.racing()  # refuses bad racing settings before anything is written
 
     @property
     def meta_period(self) -> int:
@@ -110,9 +113,9 @@ class RunConfig:
         return self.meta_every or (1 if self.strategy == "meta" else 0)
 
     def racing(self) -> Racing | None:
-        return (
-            Racing(alpha=self.race_alpha, first_stage=self.race_first_stage) if self.race else None
-        )
+        if not self.race:
+            return None
+        return Racing(alpha=self.race_alpha, first_stage=self.race_first_stage, rule=self.race_rule)
 
     def space(self) -> SearchSpace:
         choices = dict(self.choices)
@@ -130,8 +133,14 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
-        # Stored before the grid and racing: searched without them (a stored `prune` now races).
-        fields = {"grid": False, "race": bool(data.get("prune", False)), **data}
+        # Stored before the grid and racing: searched without them (a stored `prune` now races);
+        # stored before the racing rules: raced, and resumed, by the paired test.
+        fields = {
+            "grid": False,
+            "race": bool(data.get("prune", False)),
+            "race_rule": "paired",
+            **data,
+        }
         fields.pop("prune", None)
         fields["budget"] = Budget(**fields["budget"])
         fields["limits"] = {k: (v[0], v[1]) for k, v in fields.get("limits", {}).items()}

@@ -380,27 +380,32 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
         """
         ran = False
         trial_number = None if trial is None else trial.number
-        stages = (
-            set(self.racing.stages(len(tasks))) if self.racing and role == "candidate" else set()
-        )
+        racing = self.racing if role == "candidate" else None
+        order = [t.id for t in tasks]
         opened: list[EvaluationRecord] = []
         pruned = False
-        tested: set[int] = set()
-        n_results = 0  # counted here, so that a check between tasks reads nothing
+        tested = 0  # the last stage tested
+        done: set[str] = set()  # kept here, so that a check between tasks reads nothing
 
         def should_prune() -> bool:
-            nonlocal pruned
-            # Several tasks finishing together may pass a stage: it is tested once reached.
-            reached = {stage for stage in stages if stage <= n_results} - tested
-            if pruned or not reached or not opened:
+            nonlocal pruned, tested
+            # A stage is tested once its items, the first of the run's order, all have a result.
+            if pruned or not racing or not opened:
                 return pruned
-            tested.update(reached)
-            pruned = self._trails_incumbent(spec, self.archive.task_results(opened[0].id))
+            stage = racing.due(order, done, after=tested)
+            if not stage:
+                return False
+            tested = stage
+            results = self.archive.task_results(opened[0].id)
+            pruned = self._trails_incumbent(
+                spec, {t: results[t] for t in order[:stage]}, n_items=len(order)
+            )
             return pruned
 
         def started(evaluation: EvaluationRecord, n_done: int) -> None:
-            nonlocal ran, n_results
-            n_results = n_done
+            nonlocal ran
+            if n_done and racing:
+                done.update(self.archive.task_results(evaluation.id))
             self.archive.add_run_entry(
                 run_name=self.run.name,
                 agent_hash=spec.spec_hash,
@@ -414,8 +419,7 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
                 self.reporter.agent_started(spec, len(tasks), n_done, split)
 
         def recorded(outcome: TaskOutcome) -> None:
-            nonlocal n_results
-            n_results += 1
+            done.add(outcome.task_id)
             self._tokens_since += outcome.prompt_tokens + outcome.completion_tokens
             self._charge_time(lag_s=_TOTALS_LAG_S)
             self.reporter.task_finished(outcome)
@@ -447,16 +451,20 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
             self.reporter.agent_finished(spec, evaluation, split)
         return evaluation
 
-    def _trails_incumbent(self, spec: AgentSpec, done: Mapping[str, TaskOutcome]) -> bool:
-        """Whether `spec`, with these search results so far, is clearly worse than the run's
-        best fully scored design on the items both have."""
+    def _trails_incumbent(
+        self, spec: AgentSpec, stage: Mapping[str, TaskOutcome], *, n_items: int
+    ) -> bool:
+        """Whether `spec`, with these results at a stage, is clearly worse than the run's best
+        fully scored design."""
         assert self.racing is not None
         top = self.archive.leaderboard(run_name=self.run.name, limit=1)
         if not top or top[0].agent_hash == spec.spec_hash:
             return False
         incumbent = self.archive.task_results(top[0].evaluation_id)
         return self.racing.clearly_worse(
-            {t: r.score for t, r in done.items()}, {t: r.score for t, r in incumbent.items()}
+            {t: r.score for t, r in stage.items()},
+            {t: r.score for t, r in incumbent.items()},
+            n_items=n_items,
         )
 
     def _record_pruned(self, evaluation_id: int) -> EvaluationRecord:

@@ -35,9 +35,10 @@ def full_items(world: TruthWorld, spec: AgentSpec, done: Sequence[Evaluated]) ->
 
 
 def raced(racing: Racing) -> Schedule:
-    """Racing as the live loop races: the search items in order, a paired test against the
-    incumbent (the best design scored on every item so far) after each of `racing`'s stages, and
-    a design clearly worse stops there, incomplete, having spent only its items' tokens."""
+    """Racing as the live loop races: the search items in order, `racing`'s test against the
+    incumbent (the best design scored on every item so far) on the first items at each of its
+    stages, and a design clearly worse stops there, incomplete, having spent only its items'
+    tokens."""
 
     def schedule(world: TruthWorld, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
         items = world.search_items
@@ -47,7 +48,7 @@ def raced(racing: Racing) -> Schedule:
             return full
         incumbent = _by_item(min(finished, key=_rank).scores)
         for stage in racing.stages(len(items)):
-            if racing.clearly_worse(_by_item(full.scores[:stage]), incumbent):
+            if racing.clearly_worse(_by_item(full.scores[:stage]), incumbent, n_items=len(items)):
                 stopped = world.evaluate(spec, items[:stage])
                 return dataclasses.replace(stopped, complete=False)
         return full

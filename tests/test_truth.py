@@ -174,14 +174,22 @@ def test_a_schedule_can_score_a_design_on_fewer_items_and_it_is_never_reported(
 def test_racing_stops_designs_clearly_worse_than_the_incumbent_on_their_first_items(
     calibration: Calibration,
 ) -> None:
-    world = TruthWorld(calibration, seed=1, n_items=200, n_search=16)
+    world = TruthWorld(calibration, seed=1, n_items=200, n_search=30)
     racing = Racing()
     strategy = make_strategy("random", space=world.space, seed=1)
     run = truth_search(world, strategy, name="random+race", stop=_first(20), schedule=raced(racing))
-    stopped = [e for e in run.evaluations if not e.complete]
+    stopped = [n for n, e in enumerate(run.evaluations) if not e.complete]
     assert stopped and run.evaluations[0].complete
-    for evaluated in stopped:
-        assert len(evaluated.scores) in racing.stages(16)
+    for n in stopped:
+        evaluated, stage = run.evaluations[n], len(run.evaluations[n].scores)
+        assert stage in racing.stages(30)
         full = world.evaluate(evaluated.spec, world.search_items)
-        assert evaluated.scores == full.scores[: len(evaluated.scores)]
+        assert evaluated.scores == full.scores[:stage]
         assert evaluated.tokens < full.tokens
+        # the live loop's rule: the first items at the stage against the best complete design
+        incumbent = max((e for e in run.evaluations[:n] if e.complete), key=lambda e: e.mean)
+        assert racing.clearly_worse(
+            {str(i): s for i, s in enumerate(evaluated.scores)},
+            {str(i): s for i, s in enumerate(incumbent.scores)},
+            n_items=30,
+        )

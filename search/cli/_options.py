@@ -54,12 +54,13 @@ ObjectiveOption = Annotated[
 RaceOption = Annotated[
     bool,
     typer.Option(
-        help="racing: a design earns more search items only while a paired test does not show "
-        "it clearly worse than the best so far"
+        help="racing: a design earns more search items only while it is not clearly worse "
+        "than the best so far (see docs/racing.md)"
     ),
 ]
 RaceAlphaOption = Annotated[
-    float, typer.Option(help="racing drops a design at a one-sided p-value below this")
+    float,
+    typer.Option(help="racing drops a design as good as the best so far with this chance at most"),
 ]
 MaxAgentsOption = Annotated[int | None, typer.Option(help="stop after this many agents")]
 MaxTokensOption = Annotated[int | None, typer.Option(help="stop after this many tokens")]
