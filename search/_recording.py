@@ -154,10 +154,8 @@ def grid_values(space: SearchSpace, slot: str, info: ParamInfo) -> tuple[Any, ..
     booleans; () for a free text, a numeric parameter off the grid or one never searched."""
     if not info.searchable:
         return ()
-    if info.kind == "bool":
-        return (False, True)
-    if info.kind == "choice":
-        return tuple(info.choices or ())
+    if info.kind in ("bool", "choice"):
+        return info.levels()
     step = space.grid_step(slot, info)
     if info.kind not in ("int", "float") or step is None:
         return ()

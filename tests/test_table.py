@@ -9,16 +9,26 @@ import dataclasses
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from synthetic_table import make_synthetic_table
+from test_strategies import Killed, cot_is_right
 
 from agentdesign.archive import Archive
-from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, Message
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark, make_split
-from agentdesign.search import ReplayTable, SearchSpace, Usage, load_tables, save_cells
+from agentdesign.search import (
+    Racing,
+    ReplayDesign,
+    ReplayTable,
+    SearchSpace,
+    Usage,
+    load_tables,
+    make_strategy,
+    save_cells,
+)
 from agentdesign.search._recording import (
     ANCHORS,
     CHEAP_LIMITS,
@@ -30,24 +40,11 @@ from agentdesign.search._recording import (
     table_designs,
     table_items,
 )
+from agentdesign.search._replay import TableWorld
+from agentdesign.search._truth_search import raced, truth_search
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = get_benchmark("gsm8k")
-GOLD = {t.question: t.answer for t in GSM8K.tasks()}
-
-
-class Killed(BaseException):
-    """Stands in for SIGKILL."""
-
-
-def right_when_thinking(
-    model: str, messages: Sequence[Message], temperature: float, seed: int | None
-) -> str:
-    """Right on every item for a design that reasons step by step, wrong otherwise."""
-    question = messages[-1]["content"].split("\n\n")[0]
-    if "step by step" in messages[0]["content"]:
-        return f"Answer: {GOLD.get(question, '0')}"
-    return "Answer: -1"
 
 
 def test_the_designs_cover_every_component_and_every_grid_value_and_start_with_the_anchors() -> (
@@ -114,7 +111,7 @@ def _record(
             GSM8K,
             tasks,
             layer=2,
-            llm=FakeChatModel(right_when_thinking),
+            llm=FakeChatModel(cot_is_right),
             on_layer=on_layer,
         )
     return done
@@ -195,8 +192,6 @@ def test_a_subset_of_a_tables_items_keeps_their_cells() -> None:
     usage = [
         Usage(prompt_tokens=10 * i, completion_tokens=i, cost=0.0, seconds=i) for i in (1, 2, 3)
     ]
-    from agentdesign.search import ReplayDesign
-
     table = ReplayTable(
         benchmark="gsm8k",
         description="d",
@@ -252,3 +247,87 @@ def test_a_table_records_resumes_and_exports_on_smollm2(tmp_path: Path) -> None:
     assert len(provenance["archive"]["sha256"]) == 64
     assert provenance["license"]["name"] == "MIT License"
     assert out.with_suffix(".LICENSE").read_text().startswith("MIT License")
+
+
+# -- a table as a world to search in -------------------------------------------------------------
+
+
+def _cells_table(n_designs: int = 30, n_tasks: int = 12) -> ReplayTable:
+    """The synthetic table with a usage per item that differs from item to item."""
+    base = make_synthetic_table(n_designs=n_designs, n_tasks=n_tasks)
+    designs = []
+    for d in base.designs:
+        usage = [
+            Usage(
+                prompt_tokens=100 + 10 * i,
+                completion_tokens=d.tokens // n_tasks,
+                cost=0.0,
+                seconds=1.0,
+            )
+            for i in range(n_tasks)
+        ]
+        designs.append(ReplayDesign.of(d.spec, d.scores, usage))
+    return dataclasses.replace(base, designs=tuple(designs))
+
+
+def test_a_table_world_answers_from_the_table_and_runs_out_of_designs() -> None:
+    table = _cells_table()
+    world = TableWorld(table, seed=0, n_search=8)
+    assert len(set(world.search_items)) == 8 and max(world.search_items) < 12
+    assert TableWorld(table, seed=1, n_search=8).search_items != world.search_items
+    design = table.designs[3]
+    evaluated = world.evaluate(design.spec, world.search_items[:3])
+    assert evaluated.scores == tuple(design.scores[i] for i in world.search_items[:3])
+    assert evaluated.tokens == sum(design.usage[i].tokens for i in world.search_items[:3])
+    assert world.accuracy([design.spec])[0] == design.mean
+    run = truth_search(
+        world,
+        make_strategy("random", space=world.space, seed=0),
+        name="random",
+        stop=lambda d: False,
+    )
+    assert len({e.spec.spec_hash for e in run.evaluations}) == len(run.evaluations) == 30
+    with pytest.raises(AgentDesignError, match="n_search"):
+        TableWorld(table, seed=0, n_search=13)
+
+
+def test_racing_on_a_table_stops_designs_on_their_recorded_items() -> None:
+    table = _cells_table(n_designs=40, n_tasks=16)
+    world = TableWorld(table, seed=2, n_search=16)
+    run = truth_search(
+        world,
+        make_strategy("random", space=world.space, seed=2),
+        name="random+race",
+        stop=lambda done: len(done) >= 30,
+        schedule=raced(Racing()),
+    )
+    stopped = [e for e in run.evaluations if not e.complete]
+    assert stopped
+    for evaluated in stopped:
+        items = world.search_items[: len(evaluated.scores)]
+        assert len(items) in Racing().stages(16)
+        assert evaluated == dataclasses.replace(
+            world.evaluate(evaluated.spec, items), complete=False
+        )
+    reported = run.reported()
+    assert all(
+        h is None or h in {e.spec.spec_hash for e in run.evaluations if e.complete}
+        for h in reported
+    )
+
+
+def test_the_table_bench_runs_on_a_synthetic_table_and_says_what_it_cannot(tmp_path: Path) -> None:
+    path = tmp_path / "synthetic.json"
+    save_cells([_cells_table(n_designs=40, n_tasks=30)], path, provenance={})
+    args = ["bench/strategies_table.py", str(path), "--seeds", "2", "--evaluations", "6"]
+    args += ["--boot", "50", "--value-reps", "2"]
+    done = _script(*args, "--strategies", "shuffled", "random", "mcts+race", timeout=900)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "SYNTHETIC" in out and "what 40 designs can say" in out
+    for section in ("split-half reliability", "Spearman with table accuracy", "after 5"):
+        assert section in out
+    missing = _script("bench/strategies_table.py", str(tmp_path / "none.json"))
+    assert missing.returncode != 0 and missing.stderr.strip().startswith("error:")
+    bad = _script("bench/strategies_table.py", str(path), "--strategies", "nope")
+    assert bad.returncode != 0 and "unknown strategies" in bad.stderr
