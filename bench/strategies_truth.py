@@ -273,6 +273,9 @@ def main() -> None:
         args.seeds, args.designs, args.items, args.evaluations = 4, 200, 200, 20
         args.value_seeds = 2
     try:
+        wrong = [s for s in args.interaction_share if not 0.0 <= s <= 1.0]
+        if wrong:
+            raise AgentDesignError(f"--interaction-share must be in [0, 1], not {wrong[0]}")
         for name in args.strategies:  # a bad name or setting, refused before any world runs
             variant = Variant.parse(name)
             variant.build(space_of(args.space, "model/check"), 0)
@@ -303,9 +306,6 @@ def main() -> None:
             outside=args.outside,
         )
         settings.world(fitted, args.first_seed)  # refuses bad knobs before any world runs
-        wrong = [s for s in args.interaction_share if not 0.0 <= s <= 1.0]
-        if wrong:
-            raise AgentDesignError(f"--interaction-share must be in [0, 1], not {wrong[0]}")
     except (AgentDesignError, ValueError, TypeError) as exc:
         sys.exit(f"error: {exc}")
     started = time.perf_counter()

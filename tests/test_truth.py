@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -329,3 +331,35 @@ def test_extended_features_add_choice_levels_and_squares_and_a_narrow_space_boun
     assert world.accuracy(specs).max() <= world.best_accuracy <= full.best_accuracy
     with pytest.raises(AgentDesignError, match="features"):
         calibrate(records, benchmark="gsm8k", features="cubic")
+
+
+def _bench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "bench/strategies_truth.py", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=RESULTS.parent.parent,
+    )
+
+
+def test_the_truth_bench_runs_every_knob_from_a_table_file_and_refuses_bad_ones() -> None:
+    done = _bench(
+        *("--seeds", "1", "--designs", "40", "--items", "60", "--evaluations", "3"),
+        *("--value-seeds", "0", "--space", "quick", "--search-items", "6"),
+        *("--strategies", "random", "mcts:n_initial=2", "mcts:n_initial=2+race:first_stage=2"),
+        *("--calibrate-on", str(RESULTS / "replay_gsm8k_cells.json"), "--features", "extended"),
+        *("--redraw", "--draws", "3", "--item-interaction", "measured", "--outside", "0.3"),
+        *("--interaction-share", "0", "1", "--first-seed", "1000"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("true accuracy of the reported design") == 2  # one per share
+    assert "main effects redrawn per world" in done.stdout and "raced as" in done.stdout
+    for bad, said in (
+        (["--interaction-share", "2"], "interaction-share"),
+        (["--strategies", "mcts:bogus=1"], "no setting 'bogus'"),
+        (["--strategies", "nope"], "unknown strategy"),
+    ):
+        refused = _bench(*bad, timeout=300)
+        assert refused.returncode != 0 and said in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr
