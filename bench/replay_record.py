@@ -144,6 +144,8 @@ def main() -> None:
             )
         except AgentDesignError as exc:
             sys.exit(f"error: {exc} (rerun the same command to resume)")
+        except KeyboardInterrupt:
+            sys.exit("stopped: rerun the same command to resume")
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ class Trace:
     reported: np.ndarray
     spent: np.ndarray
     budget: float
+    stopped: int = 0  # designs racing stopped before their last search item
 
     def at(self, accuracy: np.ndarray, n: int) -> float:
         row = int(self.reported[min(n, len(self.reported)) - 1])
@@ -158,7 +159,14 @@ def run_seed(
             )
             reported = [world.row(h) if h is not None else -1 for h in run.reported()]
             traces.append(
-                Trace(name, seed, np.array(reported, dtype=int), run.spent, budget * (1 + 1e-9))
+                Trace(
+                    name,
+                    seed,
+                    np.array(reported, dtype=int),
+                    run.spent,
+                    budget * (1 + 1e-9),
+                    stopped=sum(not e.complete for e in run.evaluations),
+                )
             )
         return traces
 
@@ -207,6 +215,8 @@ class Bootstrap:
 
 def _cell(estimate: tuple[float, float, float], form: str = ".3f") -> str:
     point, low, high = estimate
+    if math.isnan(point):
+        return "-"
     return f"{point:{form}} [{low:{form}}, {high:{form}}]"
 
 
@@ -245,10 +255,12 @@ def reliability(table: ReplayTable, reps: int) -> list[dict[str, str]]:
         draws = 1 if k == scores.shape[1] else reps
         found: dict[str, list[float]] = {"rel": [], "sd": [], "true": [], "rho": []}
         for rep in range(draws):
-            items = [int(i) for i in rng.permutation(scores.shape[1])[:k]]
+            items = [int(i) for i in rng.permutation(scores.shape[1])[:k]] if draws > 1 else []
+            items = items or list(range(k))  # all of them, in the table's order
             means = scores[:, items].mean(axis=1)
+            splits = 200 if draws == 1 else 50  # fewer per draw where many draws average
             found["rel"].append(
-                split_half_reliability(table.subset(items), n_splits=50, seed=rep)
+                split_half_reliability(table.subset(items), n_splits=splits, seed=rep)
                 if k >= 2
                 else math.nan
             )
@@ -418,6 +430,8 @@ def report(table: ReplayTable, traces: list[Trace], settings: Settings) -> None:
                 "raced runs that matched": _cell(
                     boot.estimate(_mean, np.isfinite(raced_tokens).astype(float)), ".2f"
                 ),
+                "designs stopped per run": f"{np.mean([t.stopped for t in race]):.1f} of "
+                f"{np.mean([len(t.reported) for t in race]):.1f}",
             }
         )
     if rows:
@@ -426,7 +440,7 @@ def report(table: ReplayTable, traces: list[Trace], settings: Settings) -> None:
             "one's at the end of its budget, against the unraced one's tokens to it:\n"
         )
         print(markdown_table(rows))
-    _limits(table, by, boot, checkpoints)
+    _limits(table, by, boot, checkpoints, settings)
 
 
 def _tokens(estimate: tuple[float, float, float]) -> str:
@@ -437,17 +451,33 @@ def _tokens(estimate: tuple[float, float, float]) -> str:
 
 
 def _limits(
-    table: ReplayTable, by: dict[str, list[Trace]], boot: Bootstrap, checkpoints: list[int]
+    table: ReplayTable,
+    by: dict[str, list[Trace]],
+    boot: Bootstrap,
+    checkpoints: list[int],
+    settings: Settings,
 ) -> None:
     """Where this table is too small for the figures above to say much."""
     means = boot.accuracies[0]
-    n_designs = len(means)
+    n_designs, n_items = len(means), len(table.task_ids)
     near = int(np.sum(means >= means.max() - NEAR_BEST))
     print(f"\nwhat {n_designs} designs can say:")
     print(
-        f"- {near} of the {n_designs} designs are within {NEAR_BEST} of the best: uniform "
-        f"sampling finds one after {(n_designs + 1) / (near + 1):.1f} evaluations on average"
+        f"- designs within {NEAR_BEST} of the best: {near} of {n_designs}; uniform sampling "
+        f"finds one after {(n_designs + 1) / (near + 1):.1f} evaluations on average"
     )
+    reliability = split_half_reliability(table)
+    if reliability < 0.8:
+        print(
+            f"- the table ranks its own designs with a split-half reliability of "
+            f"{reliability:.2f} (below 0.8): which design is its best is itself uncertain, "
+            "and the intervals above carry that"
+        )
+    if settings.search_items == n_items:
+        print(
+            f"- the search items are all {n_items} of the table's: a run is judged on the very "
+            "scores it searched on, so its reported accuracy is optimistic"
+        )
     for n in checkpoints:
         gap = means.max() - expected_best(means, n)
         verdict = (

@@ -81,6 +81,7 @@ def test_the_designs_cover_every_component_and_every_grid_value_and_start_with_t
     other = table_designs("fake/b", len(ANCHORS))
     assert [d.set_params(model="fake/a") for d in other] == designs[: len(ANCHORS)]
     assert table_designs("fake/a", 40) == designs
+    assert table_designs("fake/a", 44)[:40] == designs  # more designs keep the first ones
 
 
 def test_the_items_leave_out_what_the_run_looks_at_and_grow_by_adding() -> None:
