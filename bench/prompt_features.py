@@ -70,7 +70,8 @@ from agentdesign.search import (
     prompt_params,
     rank_correlation,
 )
-from agentdesign.search._truth import Calibration, TruthWorld, calibrate, load_records
+from agentdesign.search._truth import Calibration, TruthWorld
+from agentdesign.search._truth_fit import calibrate, load_records
 from agentdesign.search._value import (
     _PROMPT_FEATURES,
     _rewritten_text,

@@ -1,7 +1,7 @@
 """Compares search strategies on a replay table over many seeds, and the value model's accuracy.
 
     .venv/bin/python bench/search_strategies.py bench/results/replay_gsm8k.json [--seeds 20]
-        [--strategies random tpe nsga2 mcts evolution] [--budget 60]
+        [--strategies random tpe nsga2 mcts evolution] [--budget 60] [--model M]
 
 Every evaluation is answered from the table (see agentdesign/search/_replay.py for how proposals
 map to table designs). Prints, per strategy, over the seeds: evaluations needed to reach the
@@ -44,12 +44,13 @@ def _reach(results: list[ReplayResult], targets: frozenset[str]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", type=Path)
+    parser.add_argument("--model", help="the table's model, where the file holds several")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--budget", type=int, default=None, help="evaluations (default: all)")
     args = parser.parse_args()
     try:
-        table = ReplayTable.load(args.table)
+        table = ReplayTable.load(args.table, model=args.model)
     except AgentDesignError as exc:
         sys.exit(f"error: {exc}")
     unknown = sorted(set(args.strategies) - set(STRATEGIES))

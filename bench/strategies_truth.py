@@ -3,7 +3,31 @@ recorded GSM8K evaluations, every design's true accuracy known.
 
     .venv/bin/python bench/strategies_truth.py [--seeds 200] [--designs 2000] [--items 500]
         [--search-items 30] [--evaluations 80] [--strategies random tpe mcts mcts+race ...]
-        [--value-seeds 50] [--interaction-share 0.5] [--workers 1] [--save FILE.json] [--quick]
+        [--value-seeds 50] [--interaction-share 0.5 ...] [--workers 1] [--save FILE.json]
+        [--calibrate-on FILE ... [--model M]] [--features linear|extended] [--redraw]
+        [--item-interaction SD|measured] [--outside SHARE] [--space full|quick]
+        [--first-seed N] [--quick]
+
+Without the options of the last two lines the benchmark is the one first published, and prints
+the same figures. The honest variant, calibrated on a recorded table file:
+
+    .venv/bin/python bench/strategies_truth.py --calibrate-on bench/results/table_gsm8k.json \
+        --model embedded/qwen2.5-coder-0.5b --features extended --redraw \
+        --item-interaction measured --interaction-share 0 0.5 1 --first-seed 1000
+
+`--calibrate-on` takes archives (.sqlite) and replay table files (.json; `--model` picks the
+table of a file that holds several); the check below then simulates its first table.
+`--features extended` fits effects for choice and boolean parameters and a square per numeric
+parameter (non-monotone effects, where the records show them); `--redraw` draws each world's
+main effects from bootstrap refits of the records (`--draws` of them); `--item-interaction`
+gives every world a design x item effect of that sd in logits (`measured`: the one that makes
+the records' designs disagree on which items are hard as much as they do); `--outside` moves
+that share of the main effects' variance to structure outside the value model's features
+(three-way interactions, parameter effects that rise and fall); `--interaction-share` may list
+several shares, each reported in turn; `--space quick` searches the default run's space (with
+`--search-items 6 --evaluations 4`, the default run's setting); `--first-seed` starts the worlds
+there, so settings tuned on seeds 0-199 are confirmed on seeds never used for tuning. A
+strategy may carry settings (`mcts:n_initial=16`) and racing its own (`mcts+race:first_stage=8`).
 
 Calibration (the model is in agentdesign/search/_truth.py). The fit uses every recorded GSM8K
 evaluation of the embedded Qwen2.5-Coder-1.5B in bench/results: replay.sqlite (60 designs of the
@@ -65,154 +89,93 @@ import functools
 import json
 import math
 import resource
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from _common import markdown_table
+from _truth_bench import (
+    CEILINGS,
+    LABELS,
+    MATCH,
+    NEAR_BEST,
+    RECORDED,
+    REPLAY_TABLE,
+    TOP,
+    Z95,
+    Outcome,
+    Settings,
+    Variant,
+    budget_evals,
+    calibration_check,
+    checkpoints,
+    raced_of,
+    report,
+    space_of,
+)
 from threadpoolctl import threadpool_limits
 
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.search import (
+    SPACE_PRESETS,
     STRATEGIES,
-    GuidedStrategy,
     Labelled,
-    Racing,
     ReplayTable,
-    SearchSpace,
-    Strategy,
     ValueModel,
-    make_strategy,
     rank_correlation,
-    split_half_reliability,
-    supports_refinement,
 )
 from agentdesign.search._replay import Evaluated
-from agentdesign.search._truth import Calibration, TruthWorld, calibrate, load_records
-from agentdesign.search._truth_search import TruthRun, full_items, raced, truth_search
-
-RESULTS = Path(__file__).parent / "results"
-RECORDED = (RESULTS / "replay.sqlite", RESULTS / "workflows.sqlite")
-REPLAY_TABLE = RESULTS / "replay_gsm8k.json"
-CHECKPOINTS = (10, 20, 40, 80)
-LABELS = (10, 30, 100)
-# What a model that knew part of the truth exactly would reach: its additive effects alone, or
-# with the pairwise interactions (the per-combination effects stay unknown to any model).
-CEILINGS = {"additive effects": False, "additive effects + pairwise interactions": True}
-NEAR_BEST = 0.02
-TOP = 0.01
-CHECK_WORLDS = 100
-Z95 = 1.959964  # a two-sided 95% interval's half-width in standard deviations
-# A strategy variant whose value model screens one candidate only: what screening saves.
-UNSCREENED = "-unscreened"
-# A strategy variant whose designs race (search/_racing.py, the loop's defaults): what racing saves.
-RACED = "+race"
-# Tokens until the reported design is as good as the one the unraced strategy reports at the end.
-MATCH = "to match"
-
-
-def base_name(name: str) -> str:
-    """The strategy a variant name (`mcts-unscreened+race`) is built from."""
-    return name.removesuffix(RACED).removesuffix(UNSCREENED)
-
-
-def build(name: str, space: SearchSpace, seed: int) -> Strategy:
-    """The strategy called `name`, or its unscreened variant (`mcts-unscreened`)."""
-    base = base_name(name)
-    name = name.removesuffix(RACED)
-    strategy = make_strategy(base, space=space, seed=seed)
-    if name != base:
-        if not isinstance(strategy, GuidedStrategy):
-            raise AgentDesignError(f"{base} screens nothing: it has no {UNSCREENED} variant")
-        strategy.n_candidates = 1
-    return strategy
-
-
-@dataclass
-class Outcome:
-    """What one world says about each strategy and the value model."""
-
-    seed: int
-    best: float
-    top: float
-    budgets: tuple[float, ...]
-    runs: dict[str, dict[str, float]] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    spearman: dict[int, float] = field(default_factory=dict)
-    coverage: dict[int, float] = field(default_factory=dict)
-    # the same model fit on the labelled designs' true accuracies: what label noise costs
-    spearman_noiseless: dict[int, float] = field(default_factory=dict)
-    # Spearman of the truth's own additive part (and additive + pairs) with the truth: a ceiling
-    ceilings: dict[str, float] = field(default_factory=dict)
-    predict_s: float = math.nan
-
-
-@dataclass(frozen=True)
-class Settings:
-    seeds: int
-    designs: int
-    items: int
-    search_items: int
-    evaluations: int
-    strategies: tuple[str, ...]
-    value_seeds: int
+from agentdesign.search._truth import Calibration, TruthWorld
+from agentdesign.search._truth_fit import calibrate, load_records
+from agentdesign.search._truth_search import TruthRun, truth_search
 
 
 def run_world(calibration: Calibration, settings: Settings, seed: int) -> Outcome:
     """Every strategy in world `seed`, and the value model there."""
     with threadpool_limits(1):  # small matrices: BLAS threads only contend on a shared machine
-        world = TruthWorld(
-            calibration, seed=seed, n_items=settings.items, n_search=settings.search_items
-        )
-        reference = _reference(world.space.model, settings.designs)
+        world = settings.world(calibration, seed)
+        reference = _reference(settings.space, world.space.model, settings.designs)
         accuracy = world.accuracy(reference)
         per_evaluation = float(world.tokens_per_item(reference).mean()) * settings.search_items
         outcome = Outcome(
             seed=seed,
             best=world.best_accuracy,
             top=float(np.quantile(accuracy, 1 - TOP)),
-            budgets=tuple(per_evaluation * n for n in _budget_evals(settings.evaluations)),
+            budgets=tuple(per_evaluation * n for n in budget_evals(settings.evaluations)),
         )
         runs = {}
         for name in settings.strategies:
+            variant = Variant.parse(name)
             started = time.process_time()
             run = runs[name] = truth_search(
                 world,
-                build(name, world.space, seed),
+                variant.build(world.space, seed),
                 name=name,
                 stop=_stop(settings.evaluations, outcome.budgets[-1]),
-                schedule=raced(Racing()) if name.endswith(RACED) else full_items,
+                schedule=variant.schedule(),
             )
             outcome.seconds[name] = time.process_time() - started
             outcome.runs[name] = _measures(run, outcome, settings.evaluations)
-        for name, run in runs.items():  # racing's saving at equal true accuracy
-            raced_run = runs.get(name + RACED)
-            if raced_run is not None:
+        for name, raced_run in runs.items():  # racing's saving at equal true accuracy
+            run = runs.get(raced_of(name)) if Variant.parse(name).racing is not None else None
+            if run is not None:
                 target = run.accuracy_within(outcome.budgets[-1])
-                outcome.runs[name][MATCH] = run.tokens_to(target)
-                outcome.runs[name + RACED][MATCH] = raced_run.tokens_to(target)
-        if seed < settings.value_seeds:
+                outcome.runs[raced_of(name)][MATCH] = run.tokens_to(target)
+                outcome.runs[name][MATCH] = raced_run.tokens_to(target)
+        if seed - settings.first_seed < settings.value_seeds:
             _value_model(world, reference, accuracy, outcome)
         return outcome
 
 
 @functools.cache
-def _reference(model: str, n: int) -> list[AgentSpec]:
-    """`n` random designs of the full space, the same in every world (their true accuracies
-    differ), drawn once per process."""
-    space, rng = SearchSpace(model=model), np.random.default_rng(0)
-    return [space.sample(rng) for _ in range(n)]
-
-
-def _budget_evals(evaluations: int) -> tuple[int, ...]:
-    """The token budgets, as numbers of random search's evaluations: T10, T20, ... up to the
-    run's length, whose budget every run is given."""
-    return tuple(n for n in CHECKPOINTS if n <= evaluations)
+def _reference(space: str, model: str, n: int) -> list[AgentSpec]:
+    """`n` random designs of the space, the same in every world (their true accuracies differ),
+    drawn once per process."""
+    rng = np.random.default_rng(0)
+    searched = space_of(space, model)
+    return [searched.sample(rng) for _ in range(n)]
 
 
 def _stop(evaluations: int, tokens: float) -> Callable[[Sequence[Evaluated]], bool]:
@@ -224,11 +187,11 @@ def _stop(evaluations: int, tokens: float) -> Callable[[Sequence[Evaluated]], bo
 
 
 def _measures(run: TruthRun, outcome: Outcome, evaluations: int) -> dict[str, float]:
-    measures = {f"@{n}": run.accuracy_after(n) for n in CHECKPOINTS if n <= evaluations}
+    measures = {f"@{n}": run.accuracy_after(n) for n in checkpoints(evaluations)}
     measures.update(
         {
             f"T{n}": run.accuracy_within(t)
-            for n, t in zip(_budget_evals(evaluations), outcome.budgets, strict=True)
+            for n, t in zip(budget_evals(evaluations), outcome.budgets, strict=True)
         }
     )
     # Beyond the largest budget counts as never: every run spends at least that much, so every
@@ -282,264 +245,6 @@ def _value_model(
     outcome.predict_s = time.perf_counter() - started
 
 
-# -- statistics ----------------------------------------------------------------------------------
-
-
-def _interval(values: np.ndarray, stat: Callable[[np.ndarray], float]) -> tuple[float, float]:
-    """The 95% percentile bootstrap interval of `stat` over seeds (order statistics, so a bound
-    may be inf: a median of seeds half of which never got there)."""
-    rng = np.random.default_rng(0)
-    draws = np.sort(
-        [stat(values[rng.integers(len(values), size=len(values))]) for _ in range(2000)]
-    )
-    return float(draws[49]), float(draws[1949])
-
-
-def _mean_cell(values: np.ndarray, signed: bool = False) -> str:
-    """Mean [interval] over the seeds that have a value (a run reports nothing before its first
-    evaluation ends: the cell says in how many seeds that happened)."""
-    known = values[~np.isnan(values)]
-    if not len(known):
-        return "-"
-    low, high = _interval(known, lambda v: float(v.mean()))
-    form = "+.3f" if signed else ".3f"
-    missing = f" ({len(values) - len(known)} seeds: none yet)" if len(known) < len(values) else ""
-    return f"{known.mean():{form}} [{low:{form}}, {high:{form}}]{missing}"
-
-
-def _median(values: np.ndarray) -> float:
-    return float(np.median(values))  # inf where half the seeds never got there
-
-
-def _tokens_cell(values: np.ndarray) -> str:
-    share = f"({int(np.isfinite(values).sum())}/{len(values)})"
-    if not math.isfinite(_median(values)):
-        return f"never in half the seeds {share}"
-    low, high = _interval(values, _median)
-    return f"{_median(values) / 1e6:.2f}M [{low / 1e6:.2f}, {high / 1e6:.2f}] {share}"
-
-
-def _ratio(values: np.ndarray, baseline: np.ndarray) -> tuple[float, float, float] | None:
-    """The ratio of medians (strategy over baseline) with its interval over paired seeds; None
-    where the baseline's median is not finite."""
-    pairs = np.stack([values, baseline], axis=1)
-
-    def ratio(p: np.ndarray) -> float:
-        low = _median(p[:, 1])
-        return _median(p[:, 0]) / low if math.isfinite(low) else math.inf
-
-    point = ratio(pairs)
-    return None if not math.isfinite(_median(baseline)) else (point, *_interval(pairs, ratio))
-
-
-def _ratio_cell(values: np.ndarray, baseline: np.ndarray) -> str:
-    ratio = _ratio(values, baseline)
-    return "-" if ratio is None else f"{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]"
-
-
-def _saved_cell(values: np.ndarray, baseline: np.ndarray) -> str:
-    ratio = _ratio(values, baseline)
-    if ratio is None:
-        return "- (the variant without it never got there in half the seeds)"
-    point, low, high = ratio
-    return f"{1 - point:.0%} [{1 - high:.0%}, {1 - low:.0%}]"
-
-
-# -- printing ------------------------------------------------------------------------------------
-
-
-def _calibration_check(calibration: Calibration, settings: Settings) -> None:
-    facts = calibration.facts
-    print(
-        f"calibration: {facts['designs']:.0f} recorded designs x {facts['items']:.0f} GSM8K items "
-        f"({facts['outcomes']:.0f} outcomes), {calibration.model}; L2 penalty C="
-        f"{facts['penalty']:g}; held-out log loss {facts['held_out_log_loss']:.3f} "
-        f"(items alone: {facts['items_only_log_loss']:.3f}); ability (logits): intercept "
-        f"{calibration.intercept:+.2f}, held-out main-effect sd {facts['main_effect_sd']:.2f}, "
-        f"residual sd {calibration.residual_sd:.2f} ({calibration.interaction_share:.0%} on "
-        f"pairs); item difficulty sd {calibration.difficulty_sd:.2f}; log tokens per item: "
-        f"residual sd {calibration.costs.residual_sd:.2f}, item sd {calibration.costs.item_sd:.2f},"
-        f" design x item sd {calibration.costs.cell_sd:.2f}"
-    )
-    table = ReplayTable.load(REPLAY_TABLE)
-    specs = [d.spec for d in table.designs]
-    spreads, reliabilities = [], []
-    for seed in range(min(settings.seeds, CHECK_WORLDS)):
-        world = TruthWorld(calibration, seed=seed, n_items=settings.items)
-        simulated = world.table(specs, len(table.task_ids))
-        spreads.append(float(np.std([d.mean for d in simulated.designs], ddof=1)))
-        reliabilities.append(split_half_reliability(simulated))
-    real_spread = float(np.std([d.mean for d in table.designs], ddof=1))
-
-    def cell(values: list[float]) -> str:
-        low, high = np.percentile(values, [2.5, 97.5])
-        return f"{statistics.mean(values):.3f} (95% of worlds: {low:.3f}-{high:.3f})"
-
-    print(f"\ncheck: the {len(specs)} replay designs x {len(table.task_ids)} items, real and ")
-    print(f"simulated ({len(spreads)} worlds, items drawn from each world's bank):\n")
-    print(
-        markdown_table(
-            [
-                {
-                    "figure": "sd of design means",
-                    "real": f"{real_spread:.3f}",
-                    "simulated": cell(spreads),
-                },
-                {
-                    "figure": "split-half reliability",
-                    "real": f"{split_half_reliability(table):.3f}",
-                    "simulated": cell(reliabilities),
-                },
-            ]
-        )
-    )
-
-
-def _report(outcomes: list[Outcome], settings: Settings) -> None:
-    names = list(settings.strategies)
-    n = len(outcomes)
-    best = np.array([o.best for o in outcomes])
-    top = np.array([o.top for o in outcomes])
-    budgets = np.array([o.budgets for o in outcomes]).mean(axis=0)
-    evals = _budget_evals(settings.evaluations)
-    print(
-        f"\n{n} worlds of {settings.items} items, {settings.search_items} search items each; "
-        f"the space's best true accuracy {best.mean():.3f} (range {best.min():.3f}-"
-        f"{best.max():.3f}), its top 1% from {top.mean():.3f} ({settings.designs} random designs "
-        "per world); token budgets (random's mean in "
-        + ", ".join(f"{b} evals: {t / 1e6:.2f}M" for b, t in zip(evals, budgets, strict=True))
-        + ")\n"
-    )
-
-    def column(name: str, key: str) -> np.ndarray:
-        return np.array([o.runs[name].get(key, math.nan) for o in outcomes])
-
-    accuracy_keys = [f"@{c}" for c in CHECKPOINTS if c <= settings.evaluations]
-    accuracy_keys += [f"T{b}" for b in evals]
-
-    def label(key: str) -> str:
-        return f"after {key[1:]} evals" if key[0] == "@" else f"at T{key[1:]} tokens"
-
-    print("true accuracy of the reported design (mean [95% interval]):\n")
-    rows = []
-    for name in names:
-        row = {"strategy": name}
-        row.update({label(k): _mean_cell(column(name, k)) for k in accuracy_keys})
-        row["tokens at the last"] = f"{np.mean(column(name, 'tokens')) / 1e6:.2f}M"
-        row["CPU s/seed"] = f"{statistics.mean(o.seconds[name] for o in outcomes):.1f}"
-        rows.append(row)
-    print(markdown_table(rows))
-    for baseline in ("random", "tpe"):
-        if baseline not in names:
-            continue
-        print(f"\npaired difference from {baseline} (same worlds):\n")
-        rows = []
-        for name in names:
-            if name == baseline:
-                continue
-            row = {"strategy": name}
-            row.update(
-                {
-                    label(k): _mean_cell(column(name, k) - column(baseline, k), signed=True)
-                    for k in accuracy_keys
-                }
-            )
-            rows.append(row)
-        if rows:
-            print(markdown_table(rows))
-    print(
-        f"\ntokens until the reported design is within {NEAR_BEST} of the space's best, and in "
-        f"its top 1%, within the largest budget, T{evals[-1]} (median [95% interval] (seeds "
-        "that got there)); ratios are of medians, paired by seed:\n"
-    )
-    rows = []
-    for name in names:
-        row = {"strategy": name}
-        for key, title in (("to best", f"best-{NEAR_BEST}"), ("to top", "top 1%")):
-            row[f"to {title}"] = _tokens_cell(column(name, key))
-            for baseline in ("random", "tpe"):
-                if baseline in names and baseline != name:
-                    row[f"{title}: / {baseline}"] = _ratio_cell(
-                        column(name, key), column(baseline, key)
-                    )
-                elif baseline in names:
-                    row[f"{title}: / {baseline}"] = "1"
-        rows.append(row)
-    print(markdown_table(rows))
-    print(
-        f"\nshare of seeds that got there within T{evals[-1]} (mean [95% interval]), and its "
-        "paired difference from random and tpe:\n"
-    )
-    rows = []
-    for name in names:
-        row = {"strategy": name}
-        for key, title in (("to best", f"best-{NEAR_BEST}"), ("to top", "top 1%")):
-            reached = np.isfinite(column(name, key)).astype(float)
-            row[title] = _mean_cell(reached)
-            for baseline in ("random", "tpe"):
-                if baseline in names and baseline != name:
-                    other = np.isfinite(column(baseline, key)).astype(float)
-                    row[f"{title}: - {baseline}"] = _mean_cell(reached - other, signed=True)
-                elif baseline in names:
-                    row[f"{title}: - {baseline}"] = "0"
-        rows.append(row)
-    print(markdown_table(rows))
-    print(
-        "\ntokens saved (1 - ratio of medians [95% interval], paired by seed): on the way to the "
-        "top 1%; and by racing at equal true accuracy, until the raced variant reports a design as "
-        f"good as the unraced one's at the budget, T{settings.evaluations}:\n"
-    )
-    rows = []
-    for name in names:
-        if name.endswith((UNSCREENED, RACED)):
-            continue
-        unscreened, racing = name + UNSCREENED, name + RACED
-        if unscreened in names:
-            screening = _saved_cell(column(name, "to top"), column(unscreened, "to top"))
-        elif supports_refinement(name):  # the value-guided strategies: they screen
-            screening = f"n/a: run {unscreened} too"
-        else:
-            screening = "n/a: no value model"
-        row = {"strategy": name, "by screening": screening}
-        if racing in names:
-            row["by racing (top 1%)"] = _saved_cell(
-                column(racing, "to top"), column(name, "to top")
-            )
-            row["by racing (equal accuracy)"] = _saved_cell(
-                column(racing, MATCH), column(name, MATCH)
-            )
-        else:
-            row["by racing (top 1%)"] = row["by racing (equal accuracy)"] = f"n/a: run {racing} too"
-        rows.append(row)
-    print(markdown_table(rows))
-    value = [o for o in outcomes if o.spearman]
-    if value:
-        print(
-            f"\nvalue model: Spearman with the true accuracies of {settings.designs} random "
-            f"designs, after N random designs labelled with their {settings.search_items}-item "
-            f"scores ({len(value)} worlds):\n"
-        )
-        rows = [
-            {
-                "labelled designs": str(k),
-                "Spearman rho": _mean_cell(np.array([o.spearman[k] for o in value])),
-                "95% coverage of observed scores": _mean_cell(
-                    np.array([o.coverage[k] for o in value])
-                ),
-                "Spearman, fit on true accuracies": _mean_cell(
-                    np.array([o.spearman_noiseless[k] for o in value])
-                ),
-            }
-            for k in LABELS
-        ]
-        print(markdown_table(rows))
-        print("\nceilings: Spearman of the truth's own parts, known exactly, with the truth")
-        for name in CEILINGS:
-            print(f"- {name}: {_mean_cell(np.array([o.ceilings[name] for o in value]))}")
-        predict_ms = statistics.median(o.predict_s for o in value) * 1000
-        print(f"\nprediction of 100 designs: {predict_ms:.1f} ms (median)")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200)
@@ -549,9 +254,18 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=80)
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
     parser.add_argument("--value-seeds", type=int, default=50, help="worlds for the value model")
-    parser.add_argument("--interaction-share", type=float, default=0.5)
+    parser.add_argument("--interaction-share", type=float, nargs="+", default=[0.5])
     parser.add_argument("--workers", type=int, default=1, help="processes over the seeds")
     parser.add_argument("--save", type=Path, help="write every world's measures to this JSON")
+    parser.add_argument("--calibrate-on", type=Path, nargs="+", default=list(RECORDED))
+    parser.add_argument("--model", help="the table's model, where a table file holds several")
+    parser.add_argument("--features", choices=("linear", "extended"), default="linear")
+    parser.add_argument("--redraw", action="store_true", help="main effects redrawn per world")
+    parser.add_argument("--draws", type=int, default=50, help="bootstrap refits for --redraw")
+    parser.add_argument("--item-interaction", default="0", help="sd in logits, or 'measured'")
+    parser.add_argument("--outside", type=float, default=0.0)
+    parser.add_argument("--space", choices=sorted(SPACE_PRESETS), default="full")
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument(
         "--quick", action="store_true", help="CI size: 4 seeds, 200 designs, 20 evaluations"
     )
@@ -559,43 +273,60 @@ def main() -> None:
     if args.quick:
         args.seeds, args.designs, args.items, args.evaluations = 4, 200, 200, 20
         args.value_seeds = 2
-    unknown = [s for s in args.strategies if base_name(s) not in STRATEGIES]
-    if unknown:
-        sys.exit(f"error: unknown strategies {', '.join(unknown)}")
-    settings = Settings(
-        seeds=args.seeds,
-        designs=args.designs,
-        items=args.items,
-        search_items=args.search_items,
-        evaluations=args.evaluations,
-        strategies=tuple(args.strategies),
-        value_seeds=min(args.value_seeds, args.seeds),
-    )
-    started = time.perf_counter()
-    print(
-        f"settings: {settings}, interaction share {args.interaction_share}, "
-        f"{args.workers} worker(s)\n"
-    )
-    with threadpool_limits(1):
-        try:
-            calibration = calibrate(
-                load_records(RECORDED, benchmark="gsm8k"),
+    try:
+        wrong = [s for s in args.interaction_share if not 0.0 <= s <= 1.0]
+        if wrong:
+            raise AgentDesignError(f"--interaction-share must be in [0, 1], not {wrong[0]}")
+        for name in args.strategies:  # a bad name or setting, refused before any world runs
+            variant = Variant.parse(name)
+            variant.build(space_of(args.space, "model/check"), 0)
+            variant.schedule()
+        with threadpool_limits(1):
+            fitted = calibrate(
+                load_records(args.calibrate_on, benchmark="gsm8k", model=args.model),
                 benchmark="gsm8k",
-                interaction_share=args.interaction_share,
+                features=args.features,
+                n_draws=args.draws if args.redraw else 0,
             )
-        except AgentDesignError as exc:
-            sys.exit(f"error: {exc}")
-        _calibration_check(calibration, settings)
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        outcomes = list(
-            pool.map(
-                run_world,
-                [calibration] * settings.seeds,
-                [settings] * settings.seeds,
-                range(settings.seeds),
-            )
+        tables = [p for p in args.calibrate_on if p.suffix == ".json"]
+        check = ReplayTable.load(tables[0] if tables else REPLAY_TABLE, model=args.model)
+        measured = fitted.facts["item_interaction_sd"]
+        item_sd = measured if args.item_interaction == "measured" else float(args.item_interaction)
+        settings = Settings(
+            seeds=args.seeds,
+            designs=args.designs,
+            items=args.items,
+            search_items=args.search_items,
+            evaluations=args.evaluations,
+            strategies=tuple(args.strategies),
+            value_seeds=min(args.value_seeds, args.seeds),
+            first_seed=args.first_seed,
+            space=args.space,
+            redraw=args.redraw,
+            item_interaction=item_sd,
+            outside=args.outside,
         )
-    _report(outcomes, settings)
+        settings.world(fitted, args.first_seed)  # refuses bad knobs before any world runs
+    except (AgentDesignError, ValueError, TypeError) as exc:
+        sys.exit(f"error: {exc}")
+    started = time.perf_counter()
+    outcomes: list[Outcome] = []
+    for share in args.interaction_share:
+        calibration = dataclasses.replace(fitted, interaction_share=share)
+        print(f"settings: {settings}, interaction share {share}, {args.workers} worker(s)\n")
+        with threadpool_limits(1):
+            calibration_check(calibration, settings, check)
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            found = list(
+                pool.map(
+                    run_world,
+                    [calibration] * settings.seeds,
+                    [settings] * settings.seeds,
+                    settings.seed_range,
+                )
+            )
+        report(found, settings)
+        outcomes += found
     if args.save:  # per-seed measures, to read again without rerunning (inf: never got there)
         args.save.write_text(json.dumps([dataclasses.asdict(o) for o in outcomes]) + "\n")
     usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)

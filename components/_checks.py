@@ -67,10 +67,8 @@ def _probes(info: ParamInfo) -> tuple[Any, ...]:
     """The values a search may give a searchable parameter at the edges of its range."""
     if not info.searchable:
         return ()
-    if info.kind == "bool":
-        return (False, True)
-    if info.kind == "choice":
-        return tuple(info.choices or ())
+    if info.kind in ("bool", "choice"):
+        return info.levels()
     assert info.low is not None and info.high is not None  # _check_range made sure
     number = int if info.kind == "int" else float
     return (number(info.low), number(info.high))

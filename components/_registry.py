@@ -63,6 +63,12 @@ class ParamInfo:
     doc: str
     code: bool = False  # a text that is a program (see `param`)
 
+    def levels(self) -> tuple[Any, ...]:
+        """Every value of a choice or boolean parameter; () for a number or a text."""
+        if self.kind == "bool":
+            return (False, True)
+        return tuple(self.choices or ()) if self.kind == "choice" else ()
+
 
 @dataclass(frozen=True, kw_only=True)
 class Component:

@@ -57,7 +57,15 @@ from agentdesign.search._strategies import (
     register_strategy,
     supports_refinement,
 )
-from agentdesign.search._table import REPLAY_FORMAT, ReplayDesign, ReplayTable
+from agentdesign.search._table import (
+    CELLS_FORMAT,
+    REPLAY_FORMAT,
+    ReplayDesign,
+    ReplayTable,
+    Usage,
+    load_tables,
+    save_cells,
+)
 from agentdesign.search._value import (
     Labelled,
     ValueModel,
@@ -69,6 +77,7 @@ from agentdesign.search._value import (
 from agentdesign.search._verdict import BaselineVerdict, RunVerdict, run_verdict
 
 __all__ = [
+    "CELLS_FORMAT",
     "META_STATUSES",
     "OBJECTIVES",
     "REPLAY_FORMAT",
@@ -103,6 +112,7 @@ __all__ = [
     "Search",
     "SearchSpace",
     "Strategy",
+    "Usage",
     "ValueModel",
     "ValueReport",
     "ask_trial",
@@ -117,6 +127,7 @@ __all__ = [
     "item_front",
     "labelled_from_archive",
     "load_search",
+    "load_tables",
     "make_strategy",
     "merge_prompts",
     "mutate",
@@ -130,6 +141,7 @@ __all__ = [
     "run_search",
     "run_verdict",
     "run_worker",
+    "save_cells",
     "shuffled_replay",
     "space_from_option",
     "split_half_reliability",

@@ -280,9 +280,12 @@ def merge_prompts(a: AgentSpec, b: AgentSpec) -> AgentSpec:
     return a.set_params(**taken) if taken else a
 
 
-def pairwise_design(space: SearchSpace, rng: np.random.Generator) -> list[AgentSpec]:
+def pairwise_design(
+    space: SearchSpace, rng: np.random.Generator, *, given: Sequence[AgentSpec] = ()
+) -> list[AgentSpec]:
     """A small set of designs in which every pair of components (of two slots) appears at least
-    once: a greedy covering array (AETG), each row completed with random parameters."""
+    once, beside the `given` designs: a greedy covering array (AETG), each row completed with
+    random parameters."""
     levels = [space.components(slot) for slot in SLOTS]
     uncovered = {
         (i, a, j, b)
@@ -291,6 +294,11 @@ def pairwise_design(space: SearchSpace, rng: np.random.Generator) -> list[AgentS
         for a in levels[i]
         for b in levels[j]
     }
+    for spec in given:
+        names = [spec[slot].name for slot in SLOTS]
+        uncovered -= {
+            (i, names[i], j, names[j]) for i in range(len(SLOTS)) for j in range(i + 1, len(SLOTS))
+        }
 
     def gain(row: dict[int, str]) -> int:
         return sum((i, row[i], j, row[j]) in uncovered for i in row for j in row if i < j)

@@ -12,7 +12,9 @@ simulated evaluations need no mapping. Two yardsticks go with the replay. `shuff
 evaluates the table in a random order, with no mapping: the no-information baseline for a finite
 table (the mapping itself can favour designs in sparse corners of the space).
 `split_half_reliability` says how far the table's own scores agree with themselves, which bounds
-how well any value model can rank them.
+how well any value model can rank them. `TableWorld` makes a table a world for the truth
+benchmark's searches (`_truth_search.py`): racing there stops designs on the table's real item
+outcomes, and a run is judged by its reported design's mean over all the table's items.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "Evaluate",
     "Evaluated",
     "ReplayResult",
+    "TableWorld",
     "drive",
     "held_out_accuracy",
     "replay_search",
@@ -267,3 +270,52 @@ def split_half_reliability(table: ReplayTable, *, n_splits: int = 200, seed: int
         halves.append(rank_correlation(scores[:, first].mean(1), scores[:, second].mean(1)))
     half = float(np.mean(halves))
     return 2 * half / (1 + half) if half > -1 else -1.0
+
+
+class TableWorld:
+    """A recorded table as a world to search in: its designs are the only ones (a proposal
+    evaluates its nearest one not yet evaluated, as `table_evaluator` maps it), a design's
+    outcomes on an item and the tokens it used there are the recorded ones, and the accuracy a
+    run is judged by is a design's mean over every item of the table.
+
+    `n_search` items, drawn at random by `seed`, are the run's search items, in the drawn order
+    (racing scores a design on their first few first). Tables of the first format kept only each
+    design's total tokens: each of its items then costs an equal share.
+    """
+
+    # Keeps the draw of search items apart from a strategy seeded with the same number.
+    _ITEMS = 3
+
+    def __init__(self, table: ReplayTable, *, seed: int, n_search: int) -> None:
+        n_items = len(table.task_ids)
+        if not 2 <= n_search <= n_items:
+            raise AgentDesignError(f"need 2 <= n_search <= {n_items} table items, got {n_search}")
+        self.table = table
+        self.seed = seed
+        self.description = table.description
+        self.space = table.space()
+        order = np.random.default_rng([seed, self._ITEMS]).permutation(n_items)[:n_search]
+        self.search_items = tuple(int(i) for i in order)
+        self._index = {d.spec.spec_hash: i for i, d in enumerate(table.designs)}
+        self._scores = np.array([d.scores for d in table.designs], dtype=float)
+        self._tokens = np.array([d.tokens_per_item() for d in table.designs], dtype=float)
+
+    def design(self, spec: AgentSpec, history: History) -> AgentSpec | None:
+        untried = [d.spec for d in self.table.designs if d.spec.spec_hash not in history.seen]
+        return nearest(spec, untried) if untried else None
+
+    def row(self, spec_hash: str) -> int:
+        """The design's row in the table."""
+        return self._index[spec_hash]
+
+    def evaluate(self, spec: AgentSpec, items: Sequence[int]) -> Evaluated:
+        row, chosen = self.row(spec.spec_hash), list(items)
+        return Evaluated(
+            spec=spec,
+            scores=tuple(float(s) for s in self._scores[row, chosen]),
+            tokens=round(float(self._tokens[row, chosen].sum())),
+        )
+
+    def accuracy(self, specs: Sequence[AgentSpec]) -> np.ndarray:
+        rows = [self.row(s.spec_hash) for s in specs]
+        return np.asarray(self._scores[rows].mean(axis=1), dtype=float)

@@ -11,8 +11,10 @@ sigmoid(theta_d - b_i), where
     theta_d = mu + x_d . beta + (sum of gamma over d's pairs of components) + eps(d's components)
 
 `x_d` holds one-hot components and numeric parameters scaled to [-0.5, 0.5] (on a log scale for
-log ranges). `mu`, `beta` and the items' difficulties come from an L2-regularised logistic
-regression on recorded per-item outcomes, the penalty chosen by log loss on held-out designs.
+log ranges); with extended features also an indicator per value of each choice and boolean
+parameter and the square of each numeric one (so an effect can peak inside a range). `mu`,
+`beta` and the items' difficulties come from an L2-regularised logistic regression on recorded
+per-item outcomes, the penalty chosen by log loss on held-out designs (`_truth_fit.py`).
 What the records cannot resolve, pairwise interactions `gamma` and one effect `eps` per
 combination of components, is drawn afresh in each world: the total variance is fitted so that the
 recorded designs, simulated on their own items, spread as much as their real means do (the
@@ -23,6 +25,17 @@ Item difficulties are drawn from a normal with the fitted ones' mean and spread.
 Tokens per item are multiplicative: log tokens = ridge regression on the same features, plus a
 residual per combination of components, an item effect and noise per design and item, each with
 the spread seen in the recorded per-task tokens.
+
+Knobs that make a world less like the value model, each off by default (the benchmark as first
+published): `redraw` takes mu and beta from a bootstrap refit of the records instead of the one
+fit, so worlds carry the uncertainty of effects estimated from few noisy designs;
+`item_interaction` adds a design x item effect (sd in logits; one effect per component and item,
+summed over a design's components, so designs that share components find the same items hard),
+measured on the records as how much designs disagree on which items are hard; `outside` moves
+that share of the main effects' variance into structure the value model's features cannot
+express: three-way interactions of components, and effects of numeric parameters that rise and
+fall (a cosine of the scaled value). `space` narrows what is searched (the default run's quick
+space, say); the truth stays the same.
 
 A world is one draw of all of it (seeded), holding hundreds of items of which a run's search
 items are a seeded subset. Outcomes are fixed per world, design and item, so strategies compared
@@ -35,80 +48,36 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special
-from sklearn.linear_model import LogisticRegression, RidgeCV
-from sklearn.metrics import log_loss
-from sklearn.model_selection import GroupKFold, KFold, cross_val_predict
 
-from agentdesign.archive import Archive
 from agentdesign.components import REGISTRY, SLOTS, AgentDesignError, AgentSpec, ParamInfo
-from agentdesign.evaluators import get_benchmark
+from agentdesign.search._base import History
 from agentdesign.search._replay import Evaluated
 from agentdesign.search._space import SearchSpace
 from agentdesign.search._table import ReplayDesign, ReplayTable
 
 __all__ = [
+    "FEATURES",
+    "WORLD_STREAM",
     "Calibration",
-    "Record",
+    "Costs",
     "TruthWorld",
-    "calibrate",
-    "load_records",
-    "records_from_archive",
+    "component_onehot",
     "truth_features",
 ]
 
-# Item one-hot columns are scaled up so the L2 penalty barely shrinks the item difficulties.
-_ITEM_SCALE = 10.0
-_PENALTIES = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
-_ALPHAS = np.logspace(-2, 3, 11)
-_RESIDUAL_GRID = np.linspace(0.0, 3.0, 121)
-_MATCH_REPS = 400
-# Keeps the streams of world draws and of item outcomes apart for the same seed.
-_WORLD, _OUTCOMES = 1, 2
-
-
-@dataclass(frozen=True)
-class Record:
-    """One recorded evaluation: a design's score and tokens on each item it was given."""
-
-    spec: AgentSpec
-    scores: Mapping[str, float]
-    tokens: Mapping[str, int]
-
-
-def load_records(paths: Sequence[Path], *, benchmark: str) -> list[Record]:
-    """The records of the archives at `paths`, each opened from a temporary copy: opening an
-    archive may migrate it, and recorded results must stay as they were committed."""
-    records = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for n, path in enumerate(paths):
-            copy = Path(scratch) / f"{n}.sqlite"
-            shutil.copyfile(path, copy)
-            with Archive(str(copy)) as archive:
-                records += records_from_archive(archive, benchmark=benchmark)
-    return records
-
-
-def records_from_archive(archive: Archive, *, benchmark: str) -> list[Record]:
-    """Every complete search-split evaluation on `benchmark`, with its per-item results."""
-    records = []
-    for row in archive.leaderboard(benchmark=benchmark, limit=1_000_000):
-        results = archive.task_results(row.evaluation_id)
-        records.append(
-            Record(
-                spec=AgentSpec.from_dict(row.spec),
-                scores={t: r.score for t, r in results.items()},
-                tokens={t: r.prompt_tokens + r.completion_tokens for t, r in results.items()},
-            )
-        )
-    return records
+FEATURES = ("linear", "extended")
+# Keeps the streams of world draws and of item outcomes apart for the same seed; the knobs'
+# draws come from a stream of their own, so a world without them draws what it always drew.
+WORLD_STREAM, _OUTCOMES, _KNOBS = 1, 2, (0, 9)
+# Designs a world samples to size what `outside` moves out of the main effects.
+_REFERENCE = 400
+# Values of a scaled parameter tried for the one that maximises its effect.
+_PEAK_GRID = np.linspace(-0.5, 0.5, 201)
 
 
 # -- features ------------------------------------------------------------------------------------
@@ -129,6 +98,18 @@ def _vocabulary() -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str, Pa
     return components, params
 
 
+@functools.cache
+def _levels() -> tuple[tuple[str, str, str, object], ...]:
+    """Every (slot, component, parameter, value) of a searchable choice or boolean parameter."""
+    return tuple(
+        (slot, name, info.name, value)
+        for slot, name in _vocabulary()[0]
+        for info in REGISTRY.get(slot, name).param_info()
+        if info.searchable
+        for value in info.levels()
+    )
+
+
 def _scaled(info: ParamInfo, value: float) -> float:
     assert info.low is not None and info.high is not None
     low, high, x = float(info.low), float(info.high), float(value)
@@ -137,32 +118,54 @@ def _scaled(info: ParamInfo, value: float) -> float:
     return (x - low) / (high - low) - 0.5 if high > low else 0.0
 
 
-def truth_features(specs: Sequence[AgentSpec]) -> np.ndarray:
+def component_onehot(specs: Sequence[AgentSpec]) -> np.ndarray:
+    """One row per spec, one column per (slot, component) of the registry."""
+    components = _vocabulary()[0]
+    rows = [[float(spec[slot].name == name) for slot, name in components] for spec in specs]
+    return np.array(rows, dtype=float).reshape(len(specs), len(components))
+
+
+def truth_features(specs: Sequence[AgentSpec], *, extended: bool = False) -> np.ndarray:
     """One row per spec: one-hot components, then numeric parameters in [-0.5, 0.5] (0 where the
-    spec does not use the parameter's component)."""
+    spec does not use the parameter's component); `extended` adds an indicator per value of
+    each choice or boolean parameter, and each numeric parameter's square less its mean over
+    the range (1/12), both 0 where unused."""
     components, params = _vocabulary()
+    levels = _levels() if extended else ()
     rows = []
     for spec in specs:
         chosen = {(slot, spec[slot].name) for slot in SLOTS}
         row = [float(key in chosen) for key in components]
-        row += [
-            _scaled(info, getattr(spec[slot], info.name)) if spec[slot].name == name else 0.0
+        numeric = [
+            _scaled(info, getattr(spec[slot], info.name)) if spec[slot].name == name else None
             for slot, name, info in params
         ]
+        row += [0.0 if v is None else v for v in numeric]
+        if extended:
+            row += [
+                float(spec[slot].name == name and getattr(spec[slot], param) == value)
+                for slot, name, param, value in levels
+            ]
+            row += [0.0 if v is None else v * v - 1 / 12 for v in numeric]
         rows.append(row)
-    return np.array(rows, dtype=float).reshape(len(specs), len(components) + len(params))
+    width = len(components) + len(params) * (2 if extended else 1) + len(levels)
+    return np.array(rows, dtype=float).reshape(len(specs), width)
 
 
 def _combination(spec: AgentSpec) -> int:
     """The index of the spec's combination of components among all the registry's."""
+    return _combination_of([spec[slot].name for slot in SLOTS])
+
+
+def _combination_of(names: Sequence[str]) -> int:
     index = 0
-    for slot in SLOTS:
-        names = REGISTRY.names(slot, opt_in=False)
-        index = index * len(names) + names.index(spec[slot].name)
+    for slot, name in zip(SLOTS, names, strict=True):
+        options = REGISTRY.names(slot, opt_in=False)
+        index = index * len(options) + options.index(name)
     return index
 
 
-# -- calibration ---------------------------------------------------------------------------------
+# -- the model -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,10 @@ class Costs:
 
 @dataclass(frozen=True)
 class Calibration:
-    """What `calibrate` fitted; `facts` says how well, for the benchmark's printout."""
+    """What `calibrate` fitted; `facts` says how well, for the benchmark's printout.
+
+    `draws` holds bootstrap refits of the intercept and effects (one row each; none unless asked
+    for), and `redrawn_residual_sd` the residual spread matched with them."""
 
     model: str
     description: str
@@ -191,154 +197,13 @@ class Calibration:
     interaction_share: float
     costs: Costs
     facts: Mapping[str, float]
+    features: str = "linear"
+    draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    redrawn_residual_sd: float = 0.0
 
-
-def calibrate(
-    records: Sequence[Record],
-    *,
-    benchmark: str,
-    interaction_share: float = 0.5,
-    seed: int = 0,
-) -> Calibration:
-    """Fits the model to `records` of `benchmark`, all of one model (see the module docstring)."""
-    if not 0.0 <= interaction_share <= 1.0:
-        raise AgentDesignError(f"interaction_share must be in [0, 1], not {interaction_share}")
-    models = {r.spec.model for r in records}
-    if len(models) != 1:
-        raise AgentDesignError(f"calibration needs records of one model, not {sorted(models)}")
-    if len(records) < 10:
-        raise AgentDesignError(
-            f"calibration needs at least 10 recorded designs, not {len(records)}"
-        )
-    items = sorted({t for r in records for t in r.scores})
-    column = {t: i for i, t in enumerate(items)}
-    features = truth_features([r.spec for r in records])
-    cells = [(d, column[t], s) for d, r in enumerate(records) for t, s in r.scores.items()]
-    design = np.array([d for d, _, _ in cells])
-    outcome = np.array([s for _, _, s in cells])
-    x = np.hstack([np.eye(len(items))[[i for _, i, _ in cells]] * _ITEM_SCALE, features[design]])
-    folds = list(GroupKFold(n_splits=min(10, len(records))).split(x, outcome, design))
-    fitted = {p: _cross_fit(x, outcome, folds, p) for p in _PENALTIES}
-    penalty = min(fitted, key=lambda p: fitted[p][0])
-    # Each design's ability as predicted by the fold that did not see it.
-    ability = np.zeros(len(records))
-    for (_, test), fold in zip(folds, fitted[penalty][1], strict=True):
-        unseen = np.unique(design[test])
-        ability[unseen] = features[unseen] @ fold.coef_[0][len(items) :] + fold.intercept_[0]
-    fit = _logistic(penalty).fit(x, outcome)
-    difficulty = -fit.coef_[0][: len(items)] * _ITEM_SCALE
-    real_sd, residual_sd = _match_spread(records, ability, difficulty, column, seed)
-    return Calibration(
-        model=models.pop(),
-        description=get_benchmark(benchmark).description,
-        intercept=float(fit.intercept_[0]),
-        effects=fit.coef_[0][len(items) :].copy(),
-        difficulty_mean=float(difficulty.mean()),
-        difficulty_sd=float(difficulty.std(ddof=1)),
-        residual_sd=residual_sd,
-        interaction_share=interaction_share,
-        costs=_fit_costs(records, features),
-        facts={
-            "designs": len(records),
-            "items": len(items),
-            "outcomes": len(outcome),
-            "penalty": penalty,
-            "held_out_log_loss": fitted[penalty][0],
-            "items_only_log_loss": _cross_fit(x[:, : len(items)], outcome, folds, 1.0)[0],
-            "main_effect_sd": float(np.std(ability)),
-            "real_sd_of_means": real_sd,
-        },
-    )
-
-
-def _logistic(C: float) -> LogisticRegression:
-    # Newton's method: a few dozen coefficients, and scaled item columns that slow L-BFGS badly.
-    return LogisticRegression(C=C, solver="newton-cholesky", max_iter=200)
-
-
-def _cross_fit(
-    x: np.ndarray, outcome: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]], C: float
-) -> tuple[float, list[LogisticRegression]]:
-    """Log loss per outcome on held-out designs, and each fold's fit."""
-    loss, fits = 0.0, []
-    for train, test in folds:
-        fit = _logistic(C).fit(x[train], outcome[train])
-        loss += log_loss(outcome[test], fit.predict_proba(x[test])[:, 1], labels=[0, 1]) * len(test)
-        fits.append(fit)
-    return loss / len(outcome), fits
-
-
-def _match_spread(
-    records: Sequence[Record],
-    ability: np.ndarray,
-    difficulty: np.ndarray,
-    column: Mapping[str, int],
-    seed: int,
-) -> tuple[float, float]:
-    """The real spread of design means (pooled over designs scored on the same items), and the
-    residual sd of ability that makes the simulated records spread as much.
-
-    The simulation reuses its random numbers for every residual sd tried (common random numbers),
-    so the spread grows smoothly with it and bisection finds the match."""
-    rng = np.random.default_rng([seed, _WORLD])
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for d, record in enumerate(records):
-        groups.setdefault(tuple(sorted(record.scores)), []).append(d)
-    groups = {tasks: ds for tasks, ds in groups.items() if len(ds) > 1}
-    if not groups:
-        raise AgentDesignError("calibration needs designs scored on the same items")
-    draws = []
-    real = 0.0
-    for tasks, ds in groups.items():
-        means = np.array([np.mean([records[d].scores[t] for t in tasks]) for d in ds])
-        real += means.var(ddof=1) * (len(ds) - 1)
-        shape = (_MATCH_REPS, len(ds), len(tasks))
-        draws.append(
-            (ds, [column[t] for t in tasks], rng.normal(size=shape[:2]), rng.random(shape))
-        )
-    dof = sum(len(ds) - 1 for ds in groups.values())
-
-    def simulated(residual_sd: float) -> float:
-        total = 0.0
-        for ds, cols, z, u in draws:
-            logit = (ability[ds] + residual_sd * z)[:, :, None] - difficulty[cols][None, None, :]
-            means = (u < special.expit(logit)).mean(axis=2)
-            total += float(means.var(axis=1, ddof=1).mean()) * (len(ds) - 1)
-        return math.sqrt(total / dof)
-
-    target = math.sqrt(real / dof)
-    low, high = 0.0, 4.0
-    if simulated(low) >= target:
-        return target, 0.0
-    if simulated(high) < target:
-        raise AgentDesignError("the recorded designs spread more than the model can reproduce")
-    for _ in range(30):
-        middle = (low + high) / 2
-        low, high = (middle, high) if simulated(middle) < target else (low, middle)
-    return target, (low + high) / 2
-
-
-def _fit_costs(records: Sequence[Record], features: np.ndarray) -> Costs:
-    """Log tokens per item: a ridge regression on the features, its held-out residual spread,
-    and the spread of items' effects and of what is left per design and item."""
-    per_task = [np.log(np.maximum([r.tokens[t] for t in r.scores], 1)) for r in records]
-    log_mean = np.log([np.mean(np.exp(logs)) for logs in per_task])
-    ridge = RidgeCV(alphas=_ALPHAS).fit(features, log_mean)
-    folds = KFold(n_splits=min(10, len(records)), shuffle=True, random_state=0)
-    held_out = cross_val_predict(RidgeCV(alphas=_ALPHAS), features, log_mean, cv=folds)
-    deviations: dict[str, list[float]] = {}
-    for record, logs in zip(records, per_task, strict=True):
-        for task, value in zip(record.scores, logs - logs.mean(), strict=True):
-            deviations.setdefault(task, []).append(float(value))
-    item_effects = {t: float(np.mean(v)) for t, v in deviations.items()}
-    cells = [v - item_effects[t] for t, vs in deviations.items() for v in vs]
-    return Costs(
-        intercept=float(ridge.intercept_),
-        effects=np.asarray(ridge.coef_, dtype=float),
-        residual_sd=float(np.std(log_mean - held_out)),
-        item_sd=float(np.std(list(item_effects.values()))),
-        cell_sd=float(np.std(cells)),
-    )
+    @property
+    def extended(self) -> bool:
+        return self.features == "extended"
 
 
 # -- worlds --------------------------------------------------------------------------------------
@@ -348,45 +213,128 @@ class TruthWorld:
     """One draw of the model: item difficulties, interactions, per-combination effects, costs.
 
     `n_items` items make the bank whose mean is a design's true accuracy; `n_search` of them,
-    drawn at random, are the items a run's evaluations score. Worlds differ by `seed`.
+    drawn at random, are the items a run's evaluations score. Worlds differ by `seed`. The knobs
+    (`redraw`, `item_interaction`, `outside`) are the module docstring's; `space` is what a
+    search there may propose (by default the full space of the calibration's model).
     """
 
     def __init__(
-        self, calibration: Calibration, *, seed: int, n_items: int = 500, n_search: int = 30
+        self,
+        calibration: Calibration,
+        *,
+        seed: int,
+        n_items: int = 500,
+        n_search: int = 30,
+        space: SearchSpace | None = None,
+        redraw: bool = False,
+        item_interaction: float = 0.0,
+        outside: float = 0.0,
     ) -> None:
         if not 2 <= n_search <= n_items:
             raise AgentDesignError(f"need 2 <= n_search <= n_items, got {n_search}, {n_items}")
+        if not 0.0 <= outside < 1.0 or item_interaction < 0.0:
+            raise AgentDesignError(
+                f"need 0 <= outside < 1 and item_interaction >= 0, got {outside}, "
+                f"{item_interaction}"
+            )
+        if redraw and not len(calibration.draws):
+            raise AgentDesignError("redraw needs a calibration with bootstrap draws (n_draws)")
         self.calibration = calibration
         self.seed = seed
-        self.space = SearchSpace(model=calibration.model)
+        self.space = space or SearchSpace(model=calibration.model)
         self.description = calibration.description
-        rng = np.random.default_rng([seed, _WORLD])
         c = calibration
+        knobs = np.random.default_rng([seed, WORLD_STREAM, *_KNOBS])
+        self._intercept, self._effects = c.intercept, c.effects
+        residual_sd = c.residual_sd
+        if redraw:
+            draw = c.draws[int(knobs.integers(len(c.draws)))]
+            self._intercept, self._effects = float(draw[0]), draw[1:]
+            residual_sd = c.redrawn_residual_sd
+        rng = np.random.default_rng([seed, WORLD_STREAM])
         self.difficulty = rng.normal(c.difficulty_mean, c.difficulty_sd, n_items)
         self.search_items = tuple(int(i) for i in np.sort(rng.permutation(n_items)[:n_search]))
         n_components = len(_vocabulary()[0])
         n_pairs = math.comb(len(SLOTS), 2)
-        pair_sd = c.residual_sd * math.sqrt(c.interaction_share / n_pairs)
+        pair_sd = residual_sd * math.sqrt(c.interaction_share / n_pairs)
         self._pairs = np.triu(rng.normal(0.0, pair_sd, (n_components, n_components)), k=1)
-        combination_sd = c.residual_sd * math.sqrt(1.0 - c.interaction_share)
+        combination_sd = residual_sd * math.sqrt(1.0 - c.interaction_share)
         n_combinations = math.prod(len(REGISTRY.names(slot, opt_in=False)) for slot in SLOTS)
         self._combinations = rng.normal(0.0, combination_sd, n_combinations)
         self._cost_residuals = rng.normal(0.0, c.costs.residual_sd, n_combinations)
         self._item_costs = rng.normal(0.0, c.costs.item_sd, n_items)
+        self._item_effects: np.ndarray | None = None
+        if item_interaction:
+            unit = knobs.normal(0.0, 1.0, (n_components, n_items))
+            self._item_effects = unit * item_interaction / math.sqrt(len(SLOTS))
+        self._triples: np.ndarray | None = None
+        self._bumps: tuple[np.ndarray, np.ndarray] | None = None
+        if outside:
+            self._move_outside(outside, knobs)
+
+    def _move_outside(self, share: float, rng: np.random.Generator) -> None:
+        """Shrinks the main effects' variance by `share` and gives it, half each, to three-way
+        component interactions and to cosine effects of the numeric parameters, sized on random
+        designs of the space."""
+        components, params = _vocabulary()
+        n = len(components)
+        reference = [self.space.sample(rng) for _ in range(_REFERENCE)]
+        x = truth_features(reference, extended=self.calibration.extended)
+        main = float(np.var(x @ self._effects))
+        self._effects = self._effects * math.sqrt(1.0 - share)
+        slot_of = np.array([SLOTS.index(slot) for slot, _ in components])
+        ordered = (
+            (slot_of[:, None, None] < slot_of[None, :, None])
+            & (slot_of[None, :, None] < slot_of[None, None, :])
+        ).astype(float)
+        self._triples = rng.normal(0.0, 1.0, (n, n, n)) * ordered
+        self._bumps = (rng.normal(0.0, 1.0, len(params)), rng.uniform(0, 2 * math.pi, len(params)))
+        onehot = x[:, :n]
+        for term in ("triples", "bumps"):
+            spread = float(np.var(self._outside(x, onehot, only=term)))
+            scale = math.sqrt(share * main / 2 / spread) if spread > 0 else 0.0
+            if term == "triples":
+                self._triples = self._triples * scale
+            else:
+                self._bumps = (self._bumps[0] * scale, self._bumps[1])
+
+    def _outside(self, x: np.ndarray, onehot: np.ndarray, *, only: str = "") -> np.ndarray:
+        """The three-way interactions and the parameters' cosine effects of feature rows `x`."""
+        total = np.zeros(len(x))
+        if self._triples is not None and only != "bumps":
+            total += np.einsum("ni,nj,nk,ijk->n", onehot, onehot, onehot, self._triples)
+        if self._bumps is not None and only != "triples":
+            components, params = _vocabulary()
+            used = onehot[:, [components.index((slot, name)) for slot, name, _ in params]]
+            values = x[:, len(components) : len(components) + len(params)]
+            amplitude, phase = self._bumps
+            total += (used * amplitude * np.cos(2 * math.pi * values + phase)).sum(axis=1)
+        return total
 
     @property
     def n_items(self) -> int:
         return len(self.difficulty)
 
+    def design(self, spec: AgentSpec, history: History) -> AgentSpec:
+        """Every design of the space exists here: a proposal is evaluated as proposed."""
+        return spec
+
+    def _features(self, specs: Sequence[AgentSpec]) -> np.ndarray:
+        return truth_features(specs, extended=self.calibration.extended)
+
     def ability(self, specs: Sequence[AgentSpec]) -> np.ndarray:
-        """Each design's theta: its logit of solving an item of difficulty 0."""
-        x = truth_features(specs)
+        """Each design's theta: its logit of solving an item of difficulty 0 (before any design
+        x item effect)."""
+        x = self._features(specs)
         return self._ability(x, np.array([_combination(s) for s in specs], dtype=int))
 
-    def _ability(self, x: np.ndarray, combinations: np.ndarray) -> np.ndarray:
-        c = self.calibration
-        ability = c.intercept + x @ c.effects + self._interactions(x)
-        return np.asarray(ability + self._combinations[combinations], dtype=float)
+    def _ability(self, x: np.ndarray, combinations: np.ndarray, *, only: str = "") -> np.ndarray:
+        """Theta of feature rows `x`; `only` ("triples") leaves the cosine effects out."""
+        ability = self._intercept + x @ self._effects + self._interactions(x)
+        ability = np.asarray(ability + self._combinations[combinations], dtype=float)
+        if self._triples is None:
+            return ability
+        return np.asarray(ability + self._outside(x, x[:, : self._pairs.shape[0]], only=only))
 
     def _interactions(self, x: np.ndarray) -> np.ndarray:
         onehot = x[:, : self._pairs.shape[0]]
@@ -394,45 +342,78 @@ class TruthWorld:
 
     def accuracy(self, specs: Sequence[AgentSpec]) -> np.ndarray:
         """Each design's true accuracy: its mean chance of solving the bank's items."""
-        return self._accuracy(self.ability(specs))
+        return self._accuracy(self.ability(specs), component_onehot(specs))
 
     def modelled_accuracy(self, specs: Sequence[AgentSpec], *, pairs: bool) -> np.ndarray:
         """Each design's accuracy from its component and parameter effects alone (and, with
         `pairs`, the pairwise interactions): the most a model of that form could know exactly,
         so its rank correlation with `accuracy` bounds what such a model can reach."""
-        x = truth_features(specs)
-        ability = self.calibration.intercept + x @ self.calibration.effects
+        x = self._features(specs)
+        ability = self._intercept + x @ self._effects
         if pairs:
             ability = ability + self._interactions(x)
         return self._accuracy(np.asarray(ability, dtype=float))
 
-    def _accuracy(self, ability: np.ndarray) -> np.ndarray:
-        chance = special.expit(ability[:, None] - self.difficulty[None, :])
-        return np.asarray(chance.mean(axis=1), dtype=float)
+    def _accuracy(self, ability: np.ndarray, onehot: np.ndarray | None = None) -> np.ndarray:
+        logit = ability[:, None] - self.difficulty[None, :]
+        if self._item_effects is not None and onehot is not None:
+            logit = logit + onehot @ self._item_effects
+        return np.asarray(special.expit(logit).mean(axis=1), dtype=float)
 
     @functools.cached_property
     def best_accuracy(self) -> float:
-        """The highest true accuracy in the space: every combination of components with each
-        numeric parameter at whichever end of its range its effect favours."""
+        """The highest true accuracy in the space: every combination of its components with each
+        parameter at the value of its range (in this space) that its effects favour most."""
         components, params = _vocabulary()
         index = {key: k for k, key in enumerate(components)}
         bonus = np.zeros(len(components))
-        for p, (slot, name, _) in enumerate(params):
-            bonus[index[slot, name]] += abs(self.calibration.effects[len(components) + p]) / 2
-        names = [REGISTRY.names(slot, opt_in=False) for slot in SLOTS]
-        onehot = np.zeros((math.prod(len(n) for n in names), len(components)))
-        for row, chosen in enumerate(itertools.product(*names)):
+        for p, (slot, name, info) in enumerate(params):
+            bonus[index[slot, name]] += self._peak(p, slot, info)
+        if self.calibration.extended:
+            offset = len(components) + len(params)
+            best: dict[tuple[str, str, str], float] = {}
+            for k, (slot, name, param, _) in enumerate(_levels()):
+                effect = float(self._effects[offset + k])
+                best[slot, name, param] = max(best.get((slot, name, param), effect), effect)
+            for (slot, name, _), effect in best.items():
+                bonus[index[slot, name]] += effect
+        names = [self.space.components(slot) for slot in SLOTS]
+        combos = list(itertools.product(*names))
+        onehot = np.zeros((len(combos), len(components)))
+        for row, chosen in enumerate(combos):
             onehot[row, [index[slot, name] for slot, name in zip(SLOTS, chosen, strict=True)]] = 1
-        x = np.hstack([onehot, np.zeros((len(onehot), len(params)))])
-        ability = self._ability(x, np.arange(len(onehot))) + onehot @ bonus
-        return float(self._accuracy(np.array([ability.max()]))[0])
+        x = np.hstack([onehot, np.zeros((len(onehot), self._effects.shape[0] - len(components)))])
+        rows = np.array([_combination_of(chosen) for chosen in combos], dtype=int)
+        # the parameters' cosine effects are in their peaks already
+        ability = self._ability(x, rows, only="triples") + onehot @ bonus
+        if self._item_effects is None:
+            return float(self._accuracy(np.array([ability.max()]))[0])
+        return float(self._accuracy(ability, onehot).max())
+
+    def _peak(self, p: int, slot: str, info: ParamInfo) -> float:
+        """The most parameter `p`'s effects add over its range in this space."""
+        n_components = len(_vocabulary()[0])
+        n_params = len(_vocabulary()[1])
+        linear = float(self._effects[n_components + p])
+        low, high = (_scaled(info, v) for v in self.space.param_range(slot, info))
+        inside = _PEAK_GRID[np.greater(_PEAK_GRID, low) & np.less(_PEAK_GRID, high)]
+        grid = np.unique(np.concatenate([[low, high], inside]))
+        effect = linear * grid
+        if self.calibration.extended:
+            square = float(self._effects[n_components + n_params + len(_levels()) + p])
+            effect = effect + square * (grid * grid - 1 / 12)
+        if self._bumps is not None:
+            amplitude, phase = self._bumps
+            effect = effect + amplitude[p] * np.cos(2 * math.pi * grid + phase[p])
+        return float(effect.max())
 
     def tokens_per_item(self, specs: Sequence[AgentSpec]) -> np.ndarray:
         """Each design's expected tokens per item."""
         costs = self.calibration.costs
         residuals = self._cost_residuals[[_combination(s) for s in specs]]
         return np.asarray(
-            np.exp(costs.intercept + truth_features(specs) @ costs.effects + residuals), dtype=float
+            np.exp(costs.intercept + self._features(specs) @ costs.effects + residuals),
+            dtype=float,
         )
 
     def evaluate(self, spec: AgentSpec, items: Sequence[int]) -> Evaluated:
@@ -441,7 +422,10 @@ class TruthWorld:
         chosen = list(items)
         rng = np.random.default_rng([self.seed, _OUTCOMES, int(spec.spec_hash[:15], 16)])
         chance = rng.random(self.n_items)[chosen]
-        solved = chance < special.expit(self.ability([spec])[0] - self.difficulty[chosen])
+        logit = self.ability([spec])[0] - self.difficulty[chosen]
+        if self._item_effects is not None:
+            logit = logit + component_onehot([spec])[0] @ self._item_effects[:, chosen]
+        solved = chance < special.expit(logit)
         costs = self.calibration.costs
         cells = rng.normal(0.0, costs.cell_sd, self.n_items)[chosen]
         # lognormal noise with mean 1: the design's expected tokens per item stay as fitted
@@ -454,7 +438,7 @@ class TruthWorld:
     def table(self, specs: Sequence[AgentSpec], n_items: int) -> ReplayTable:
         """`specs` scored on `n_items` bank items drawn at random: a simulated replay table, to
         compare with a recorded one (its spread, its split-half reliability)."""
-        items = np.random.default_rng([self.seed, _WORLD, n_items]).permutation(self.n_items)
+        items = np.random.default_rng([self.seed, WORLD_STREAM, n_items]).permutation(self.n_items)
         designs = []
         for spec in specs:
             evaluated = self.evaluate(spec, [int(i) for i in items[:n_items]])

@@ -1,7 +1,9 @@
-"""Searches in the truth benchmark's worlds (`_truth.py`): a strategy runs through the replay's
-ask-and-tell loop, each design it proposes scored in the world on every search item or, racing,
-on as few as the live loop would race it, and the run is judged by the true accuracy of the
-design it reports, after any number of evaluations or tokens.
+"""Searches in a world: the truth benchmark's (`_truth.py`), where every design of the space has a
+known true accuracy, or a recorded table's (`TableWorld` in `_replay.py`), where the table's
+designs are the only ones and their full-table means stand in for the truth. A strategy runs
+through the replay's ask-and-tell loop, each design it proposes scored in the world on every
+search item or, racing, on as few as the live loop would race it, and the run is judged by the
+accuracy of the design it reports, after any number of evaluations or tokens.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -18,18 +21,37 @@ from agentdesign.components import AgentSpec
 from agentdesign.search._base import History, Strategy
 from agentdesign.search._racing import Racing
 from agentdesign.search._replay import Evaluated, drive
-from agentdesign.search._truth import TruthWorld
 
-__all__ = ["Schedule", "TruthRun", "full_items", "raced", "truth_search"]
+__all__ = ["Schedule", "TruthRun", "World", "full_items", "raced", "truth_search"]
+
+
+class World(Protocol):
+    """Where a search runs: its designs' outcomes on its items, and the accuracy judged by."""
+
+    seed: int
+    description: str
+    search_items: tuple[int, ...]
+
+    def design(self, spec: AgentSpec, history: History) -> AgentSpec | None:
+        """The design evaluating `spec` means here (None: nothing is left to evaluate)."""
+        ...
+
+    def evaluate(self, spec: AgentSpec, items: Sequence[int]) -> Evaluated:
+        """The design scored on `items`, the same outcomes every time it is asked."""
+        ...
+
+    def accuracy(self, specs: Sequence[AgentSpec]) -> np.ndarray:
+        """The accuracy each design is judged by."""
+        ...
 
 
 # How a run scores one proposed design, given the evaluations so far: every search item (below),
 # or, for racing, a few first and more only while the design keeps up with the incumbent (a design
 # stopped early is returned with `complete=False`: told as pruned, never reported).
-Schedule = Callable[[TruthWorld, AgentSpec, Sequence[Evaluated]], Evaluated]
+Schedule = Callable[[World, AgentSpec, Sequence[Evaluated]], Evaluated]
 
 
-def full_items(world: TruthWorld, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
+def full_items(world: World, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
     """Every search item, as a run without racing scores each design."""
     return world.evaluate(spec, world.search_items)
 
@@ -40,7 +62,7 @@ def raced(racing: Racing) -> Schedule:
     stages, and a design clearly worse stops there, incomplete, having spent only its items'
     tokens."""
 
-    def schedule(world: TruthWorld, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
+    def schedule(world: World, spec: AgentSpec, done: Sequence[Evaluated]) -> Evaluated:
         items = world.search_items
         full = world.evaluate(spec, items)
         finished = [e for e in done if e.complete]
@@ -82,6 +104,17 @@ class TruthRun:
     def _spent(self) -> np.ndarray:
         return np.cumsum([e.tokens for e in self.evaluations])
 
+    @property
+    def spent(self) -> np.ndarray:
+        """The tokens spent after each evaluation."""
+        return self._spent.copy()
+
+    def reported(self) -> tuple[str | None, ...]:
+        """After each evaluation, the hash of the design the run would report (None: none yet)."""
+        return tuple(
+            self.evaluations[best].spec.spec_hash if best >= 0 else None for best in self._reported
+        )
+
     @functools.cached_property
     def _reported(self) -> tuple[int, ...]:
         """After each evaluation, the index of the design the run would report (-1: none yet)."""
@@ -115,19 +148,23 @@ class TruthRun:
 
 
 def truth_search(
-    world: TruthWorld,
+    world: World,
     strategy: Strategy,
     *,
     name: str,
     stop: Callable[[Sequence[Evaluated]], bool],
     schedule: Schedule = full_items,
 ) -> TruthRun:
-    """Runs `strategy` (built on `world.space`) in `world` through the replay's ask-and-tell loop,
-    each proposal scored by `schedule`, until `stop`."""
+    """Runs `strategy` (built on the world's space) in `world` through the replay's ask-and-tell
+    loop, each proposal's design (`world.design`) scored by `schedule`, until `stop` or until the
+    world has no design left."""
     done: list[Evaluated] = []
 
-    def evaluate(spec: AgentSpec, history: History) -> Evaluated:
-        done.append(schedule(world, spec, tuple(done)))
+    def evaluate(spec: AgentSpec, history: History) -> Evaluated | None:
+        design = world.design(spec, history)
+        if design is None:
+            return None
+        done.append(schedule(world, design, tuple(done)))
         return done[-1]
 
     drive(strategy, evaluate, description=world.description, stop=stop)
