@@ -402,7 +402,16 @@ class Queries(ArchiveEngine):
             ).where(col(RunEntryRow.run_id) == run.id)
             if split == "search":  # a refiner's development evaluations are never ranked
                 query = query.where(col(RunEntryRow.role) == "candidate")
+        elif split == "search":  # nor across runs, unless another run searched on those items
+            query = query.where(~_held_as("dev").exists() | _held_as("candidate").exists())
         return query
+
+
+def _held_as(role: str) -> Any:
+    """A run entry holding the evaluation of the enclosing query in `role` (correlated)."""
+    return select(RunEntryRow.id).where(
+        col(RunEntryRow.evaluation_id) == col(EvaluationRow.id), col(RunEntryRow.role) == role
+    )
 
 
 def _tokens() -> Any:
