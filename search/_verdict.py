@@ -108,16 +108,15 @@ class BaselineVerdict:
             loss = f"{-c.mean_diff:+.2f} [{-c.ci_high:+.2f}, {-c.ci_low:+.2f}]"
             return f"baseline {self.label} beats winner {winner} by {loss} {where}, {cost}"
         gain = f"{c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
-        power = f"{POWER:.0%} power"
         missed = (
-            f"at this n and disagreement no gain would be shown with {power}"
+            f"no gain would be shown with {POWER:.0%} power"
             if self.detectable is None
-            else f"{power} only for a gain of {self.detectable:+.2f} or more at this n and "
-            "disagreement"
+            else f"{POWER:.0%} power only for a gain of {self.detectable:+.2f} or more"
         )
         return (
-            f"winner {winner} vs baseline {self.label}: {gain} {where}: no difference shown "
-            f"({missed}), {cost}"
+            f"winner {winner} vs baseline {self.label}: {gain} {where}: no difference shown (the "
+            f"two differ on {c.wins + c.losses} of {c.n} items: at this n and disagreement, "
+            f"{missed}), {cost}"
         )
 
 

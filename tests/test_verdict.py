@@ -26,6 +26,7 @@ from agentdesign.search import (
     SearchSpace,
     finalize_run,
     labelled_from_archive,
+    load_search,
     resume_search,
     run_search,
 )
@@ -345,6 +346,8 @@ def test_the_verdict_never_reads_a_development_evaluation(
     assert verdict.runner_up is not None and verdict.runner_up.n == len(record.search_task_ids)
     # every fully scored design is in the designs x items matrix, those scored on dev items too
     assert verdict.selection == (len(full), len(record.search_task_ids))
+    with load_search("dev", storage=archive) as search:  # the Python API reads the same
+        assert search.verdict() == verdict
 
 
 # -- selection overfit: printed only at a size where it means something ---------------------------
@@ -391,3 +394,36 @@ def test_below_8_designs_x_20_items_the_verdict_prints_no_overfit_number(archive
         "items; the estimate needs 8 x 20)"
     ) in verdict.headline()
     assert not any("backtest" in line or "optimism" in line for line in verdict.headline())
+
+
+def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agentdesign run` with its defaults (4 designs x 6 search items, 8 holdout items), the
+    fake model in place of the real one."""
+    from typer.testing import CliRunner
+
+    from agentdesign.search import _loop
+    from agentdesign.search.cli import _app
+
+    monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(noisy))
+    monkeypatch.setattr(_app, "console", _app.Console(width=400))
+    db = str(tmp_path / "default.db")
+    ran = CliRunner().invoke(_app.app, ["run", "--model", "openai/fake-model", "--storage", db])
+    assert ran.exit_code == 0, ran.output
+    with Archive(db) as archive:
+        run = archive.get_run(archive.list_runs()[0].name)
+        verdict = run_verdict(archive, run.name)
+    assert (len(run.search_task_ids), len(run.holdout_task_ids)) == (6, 8)
+    assert verdict.selection is not None and verdict.selection[1] == 6
+    printed = ran.output.splitlines()
+    assert any(
+        line.startswith("too few designs or items to estimate selection overfit")
+        for line in printed
+    )
+    assert not any("backtest overfitting" in line or "optimism" in line for line in printed)
+    undecided = [v for v in verdict.baselines if v.comparison.ci_low <= 0 <= v.comparison.ci_high]
+    assert undecided  # 8 items show little: the verdict says how little
+    for baseline in undecided:
+        line = baseline.sentence(verdict.winner_label)
+        assert line in printed and "no difference shown (" in line and "80% power" in line
