@@ -366,8 +366,10 @@ def _baseline_labels(run: RunRecord, hashes: Sequence[str], archive: Archive) ->
         if spec_hash in cots:
             labels[spec_hash] = "cot"
         elif spec["workflow"].name == "self_consistency":
-            samples = spec.to_flat().get("workflow__n_samples")
-            labels[spec_hash] = f"cot-sc(n={samples})"
+            samples = int(spec.to_flat()["workflow__n_samples"])
+            # scored so by a version that allowed even votes: say what such a vote is
+            even = ", an even vote whose ties go to the first sample" if samples % 2 == 0 else ""
+            labels[spec_hash] = f"cot-sc(n={samples}{even})"
     return labels
 
 

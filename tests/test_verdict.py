@@ -4,6 +4,7 @@ never replaced, baselines are scored on the same holdout items, and no choice le
 from __future__ import annotations
 
 import json
+import shutil
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -427,3 +428,18 @@ def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
     for baseline in undecided:
         line = baseline.sentence(verdict.winner_label)
         assert line in printed and "no difference shown (" in line and "80% power" in line
+
+
+def test_a_recorded_verdict_reads_by_todays_rules(tmp_path: Path) -> None:
+    """bench/results/honesty.sqlite holds runs on the embedded model scored before the rules
+    above: its GSM8K winner won 4 of the 4 holdout items it and 2-sample self-consistency
+    disagreed on, which Tango's interval alone called a win (exact p = 0.125)."""
+    copy = tmp_path / "honesty.sqlite"
+    shutil.copy(Path(__file__).parent.parent / "bench" / "results" / "honesty.sqlite", copy)
+    with Archive(str(copy)) as recorded:
+        verdict = run_verdict(recorded, "honest-gsm8k")
+    (sc,) = [b for b in verdict.baselines if b.label.startswith("cot-sc")]
+    assert sc.label == "cot-sc(n=2, an even vote whose ties go to the first sample)"
+    c = sc.comparison
+    assert (c.wins, c.losses, c.n) == (4, 0, 10) and c.p_value == pytest.approx(0.125)
+    assert "no difference shown" in sc.sentence(verdict.winner_label)
