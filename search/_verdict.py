@@ -49,7 +49,7 @@ BASELINES = ("cot", "cot-sc")
 # the cost), up to the self_consistency workflow's 9.
 _SC_SAMPLES = (3, 9)
 # The power at which a "no difference shown" says which gain it could have shown.
-POWER = 0.8
+_POWER = 0.8
 
 
 def cot_baseline(model: str, *, interactive: bool = False) -> AgentSpec:
@@ -109,9 +109,9 @@ class BaselineVerdict:
             return f"baseline {self.label} beats winner {winner} by {loss} {where}, {cost}"
         gain = f"{c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
         missed = (
-            f"no gain would be shown with {POWER:.0%} power"
+            f"no gain would be shown with {_POWER:.0%} power"
             if self.detectable is None
-            else f"{POWER:.0%} power only for a gain of {self.detectable:+.2f} or more"
+            else f"{_POWER:.0%} power only for a gain of {self.detectable:+.2f} or more"
         )
         return (
             f"winner {winner} vs baseline {self.label}: {gain} {where}: no difference shown (the "
@@ -209,7 +209,7 @@ def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
                     winner_tokens=confirmed.tokens_per_item,
                     baseline_tokens=evaluation.tokens_per_item,
                     detectable=minimum_detectable_effect(
-                        winner_scores, baseline_scores, power=POWER
+                        winner_scores, baseline_scores, power=_POWER
                     ),
                 )
             )
@@ -224,7 +224,7 @@ def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
         hashes = [e.agent_hash for e in full]
         chosen = (
             hashes.index(winner.agent_hash)
-            if winner is not None and winner.agent_hash in rows
+            if winner is not None and winner.agent_hash in hashes
             else None
         )
         if selection_estimable(*selection):
