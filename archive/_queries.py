@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
 from agentdesign.archive import _checks as check
-from agentdesign.archive._checks import PROPOSAL_STATUSES, SPLITS
+from agentdesign.archive._checks import PROPOSAL_STATUSES, RUN_ENTRY_ROLES, SPLITS
 from agentdesign.archive._engine import ArchiveEngine, lookup_agent
 from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
@@ -278,17 +278,25 @@ class Queries(ArchiveEngine):
                 for rank, (evaluation, spec) in enumerate(session.exec(query), start=1)
             ]
 
-    def run_evaluations(self, run_name: str, *, split: str = "search") -> list[EvaluationRecord]:
-        """The run's evaluations on `split`, in the order the run took them up."""
+    def run_evaluations(
+        self, run_name: str, *, split: str = "search", role: str | None = None
+    ) -> list[EvaluationRecord]:
+        """The run's evaluations on `split`, in the order the run took them up; only those it
+        holds in `role` when given (on the search split, "candidate" leaves out the development
+        evaluations of a refiner or meta agent, whose items are not the search items)."""
         check.choice(split, SPLITS, "split")
         with self._session() as session:
             run = self._run_row(session, run_name)
-            rows = session.exec(
+            query = (
                 select(EvaluationRow)
                 .join(RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id))
                 .where(col(RunEntryRow.run_id) == run.id, col(EvaluationRow.split) == split)
-                .order_by(col(RunEntryRow.id))
             )
+            if role is not None:
+                query = query.where(
+                    col(RunEntryRow.role) == check.choice(role, RUN_ENTRY_ROLES, "run entry role")
+                )
+            rows = session.exec(query.order_by(col(RunEntryRow.id)))
             return [record(EvaluationRecord, row) for row in rows]
 
     def run_roles(self, run_name: str) -> dict[int, str]:
@@ -394,7 +402,16 @@ class Queries(ArchiveEngine):
             ).where(col(RunEntryRow.run_id) == run.id)
             if split == "search":  # a refiner's development evaluations are never ranked
                 query = query.where(col(RunEntryRow.role) == "candidate")
+        elif split == "search":  # nor across runs, unless another run searched on those items
+            query = query.where(~_held_as("dev").exists() | _held_as("candidate").exists())
         return query
+
+
+def _held_as(role: str) -> Any:
+    """A run entry holding the evaluation of the enclosing query in `role` (correlated)."""
+    return select(RunEntryRow.id).where(
+        col(RunEntryRow.evaluation_id) == col(EvaluationRow.id), col(RunEntryRow.role) == role
+    )
 
 
 def _tokens() -> Any:

@@ -13,10 +13,15 @@ cell:
    before and after subtracting `winner_optimism`;
 4. the probability of backtest overfitting on pure noise (expect about 0.5) and with one design
    planted clearly better (expect near 0);
-5. coverage of the 95% interval of `paired_difference` for 0/1 outcomes of two correlated designs.
-Racing: how often racing stops a design as good as, or better than, the incumbent chosen as the
-best of several designs on the same items (and how often it stops worse ones), before and after
-the racing rule spent its alpha over the stages (`racing_stops`; 30 items, `--draws` per cell).
+5. coverage of the 95% interval of `paired_difference` for 0/1 outcomes of two correlated designs;
+6. PBO's distribution on pure noise, and with one design planted better, at the verdict's sizes
+   4 x 6 (the default run's, where it prints no PBO), 8 x 20 (the least where it does) and 30 x 30;
+7. whether "beats" (the interval excludes 0) and p < 0.05 agree for every split of up to 30
+   discordant pairs (they must, 100%);
+8. the minimum detectable effect of the paired 0/1 test (80% power) by items and disagreement;
+9. racing: how often racing stops a design as good as, or better than, the incumbent chosen as the
+   best of several designs on the same items (and how often it stops worse ones), before and after
+   the racing rule spent its alpha over the stages (`racing_stops`; 30 items, `--draws` per cell).
 `--only WORD` runs only the sections whose title holds WORD.
 The 0/1 cells call the public functions once per distinct outcome (the interval depends only on
 the counts); the continuous cells call the same batched code as `summarize`.
@@ -35,8 +40,12 @@ from scipy import stats
 from threadpoolctl import threadpool_limits
 
 from agentdesign.evaluators import (
+    SELECTION_MIN_DESIGNS,
+    SELECTION_MIN_ITEMS,
     backtest_overfitting,
+    minimum_detectable_effect,
     paired_difference,
+    selection_estimable,
     summarize,
     winner_optimism,
 )
@@ -57,6 +66,8 @@ PAIRS = (
     (0.9, 0.7, 0.5),
     (0.3, 0.1, 0.3),
 )
+# Designs x items of the PBO sections: the default run's, the least the verdict estimates, larger.
+SELECTION_SIZES = ((4, 6), (SELECTION_MIN_DESIGNS, SELECTION_MIN_ITEMS), (30, 30))
 # Continuous data sets held at once, bounding memory at n=200 (see _mean_intervals' batching).
 CHUNK = 250
 
@@ -282,6 +293,85 @@ def _stops(
     )
 
 
+def pbo_null(rng: Rng, draws: int) -> list[dict[str, str]]:
+    """PBO's distribution over noise matrices (every design at 0.5) and with one design at 0.8,
+    at the sizes the verdict meets; whether the verdict prints a PBO at that size."""
+    rows = []
+    for designs, items in SELECTION_SIZES:
+        row = {"designs x items": f"{designs} x {items}"}
+        for name, rates in (
+            ("noise", np.full(designs, 0.5)),
+            ("one 0.8", np.r_[0.8, np.full(designs - 1, 0.5)]),
+        ):
+            pbo = np.array(
+                [
+                    backtest_overfitting(
+                        (rng.random((designs, items)) < rates[:, np.newaxis]).astype(np.float64),
+                        seed=draw,
+                    )
+                    for draw in range(draws)
+                ]
+            )
+            low, median, high = np.percentile(pbo, [10, 50, 90])
+            row[f"{name}: mean"] = f"{pbo.mean():.2f}"
+            row[f"{name}: 10th-50th-90th"] = f"{low:.2f}-{median:.2f}-{high:.2f}"
+        row["printed"] = "yes" if selection_estimable(designs, items) else "no: too few"
+        rows.append(row)
+    return rows
+
+
+def beats_agreement() -> list[dict[str, str]]:
+    """For every split (wins, losses) of up to 30 discordant pairs, among a number of tied items:
+    whether paired_difference's interval excludes 0 exactly when its p is below 0.05."""
+    rows = []
+    for ties in (0, 5, 20, 100):
+        cases = agree = shown = 0
+        for pairs in range(31):
+            for wins in range(pairs + 1):
+                if pairs + ties == 0:
+                    continue
+                a, b = _discordant(wins, pairs - wins, ties)
+                result = paired_difference(a, b)
+                beats = result.ci_low > 0 or result.ci_high < 0
+                cases += 1
+                shown += beats
+                agree += beats == (result.p_value < 0.05)
+        rows.append(
+            {
+                "tied items": str(ties),
+                "splits": str(cases),
+                "a difference shown": str(shown),
+                "agree": str(agree),
+                "agreement": f"{agree / cases:.1%}",
+            }
+        )
+    return rows
+
+
+def detectable_effects() -> list[dict[str, str]]:
+    """The gain the paired 0/1 test shows with 80% power, by items and share of items on which
+    the two designs differ ("-": none would be)."""
+    shares = (0.1, 0.25, 0.5, 0.75)
+    rows = []
+    for n in (8, *NS):
+        row = {"n": str(n)}
+        for share in shares:
+            pairs = round(share * n)
+            gain = minimum_detectable_effect(
+                *_discordant(pairs // 2, pairs - pairs // 2, n - pairs)
+            )
+            row[f"differ on {share:.0%}"] = "-" if gain is None else f"{gain:+.2f}"
+        rows.append(row)
+    return rows
+
+
+def _discordant(wins: int, losses: int, ties: int) -> tuple[list[float], list[float]]:
+    """Two 0/1 score lists with these counts of wins, losses and (both solved) ties."""
+    return [1.0] * wins + [0.0] * losses + [1.0] * ties, [0.0] * wins + [1.0] * losses + [
+        1.0
+    ] * ties
+
+
 def _paired_interval(n: int, wins: int, losses: int) -> tuple[float, float]:
     a = [1.0] * wins + [0.0] * (n - wins)
     b = [0.0] * wins + [1.0] * losses + [0.0] * (n - wins - losses)
@@ -330,34 +420,56 @@ def main() -> None:
             lambda: overfitting(rng, args.draws),
         ),
         (
-            "5. Coverage of paired_difference's 95% interval (exact McNemar; Tango), two "
-            "correlated 0/1 designs, by true rates and correlation",
+            "5. Coverage of paired_difference's 95% interval (Tango's, reaching 0 unless the "
+            "exact McNemar test rejects), two correlated 0/1 designs, by true rates and "
+            "correlation",
             lambda: paired_coverage(rng, args.draws),
         ),
         (
-            f"Racing: share of candidates stopped before item {RACE_ITEMS}, and their mean items,"
-            f" against an incumbent of true rate {RACE_INCUMBENT} chosen as the best of m designs"
-            f" of that rate on the same items; before: a paired test at alpha {Racing().alpha} at"
-            " every stage; after: the alpha (nominal: the chance of stopping a design as good)"
-            " spent over the stages, against the incumbent's lower bound",
+            "6. PBO on noise (every design at 0.5) and with one design at 0.8, by designs x "
+            "items; printed: whether the verdict prints a PBO at that size",
+            lambda: pbo_null(rng, args.draws),
+        ),
+        (
+            f"9. Racing: share of candidates stopped before item {RACE_ITEMS}, and their mean"
+            f" items, against an incumbent of true rate {RACE_INCUMBENT} chosen as the best of m"
+            " designs of that rate on the same items; before: a paired test at alpha"
+            f" {Racing().alpha} at every stage; after: the alpha (nominal: the chance of stopping"
+            " a design as good) spent over the stages, against the incumbent's lower bound",
             lambda: racing_stops(rng, args.draws),
         ),
     ]
+    exact: list[tuple[str, Callable[[], list[dict[str, str]]]]] = [
+        (
+            '7. "beats" (interval excludes 0) against p < 0.05, every split of 0-30 discordant '
+            "pairs",
+            beats_agreement,
+        ),
+        (
+            "8. Minimum detectable effect of the paired 0/1 test (80% power, 95% confidence) by "
+            "items n and the share of items on which the two designs differ",
+            detectable_effects,
+        ),
+    ]
     for title, section in sections:
-        if args.only and args.only.lower() not in title.lower():
-            continue
-        section_started = time.perf_counter()
-        # Tens of thousands of tiny matrix products: BLAS threads only contend for the cores.
-        with threadpool_limits(limits=1):
-            rows = section()
-        print(
-            f"{title} ({args.draws} draws per cell, {time.perf_counter() - section_started:.0f} s)"
-        )
-        print(markdown_table(rows, right=[key for key in rows[0] if key != "n"]))
-        if "min" in rows[0]:
-            print(f"minimum coverage: {min(float(row['min']) for row in rows):.3f}")
-        print()
+        if not args.only or args.only.lower() in title.lower():
+            _print_section(title, section, how=f"{args.draws} draws per cell")
+    for title, section in exact:
+        if not args.only or args.only.lower() in title.lower():
+            _print_section(title, section, how="exact")
     print(f"total {time.perf_counter() - started:.0f} s")
+
+
+def _print_section(title: str, section: Callable[[], list[dict[str, str]]], *, how: str) -> None:
+    started = time.perf_counter()
+    # Tens of thousands of tiny matrix products: BLAS threads only contend for the cores.
+    with threadpool_limits(limits=1):
+        rows = section()
+    print(f"{title} ({how}, {time.perf_counter() - started:.0f} s)")
+    print(markdown_table(rows, right=[key for key in rows[0] if key != "n"]))
+    if "min" in rows[0]:
+        print(f"minimum coverage: {min(float(row['min']) for row in rows):.3f}")
+    print()
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def finished(archive: Archive, name: str) -> None:
 def row(archive: Archive, name: str, summaries: list[ScoreSummary]) -> dict[str, str]:
     """The table cells of a finished run; appends the scores' summaries to `summaries`."""
     (best,) = archive.leaderboard(run_name=name, limit=1)
-    order = archive.run_evaluations(name, split="search")
+    order = archive.run_evaluations(name, split="search", role="candidate")
     first = next(n for n, e in enumerate(order, start=1) if (e.mean or 0.0) >= best.mean)
     holdout = {e.agent_hash: e for e in archive.run_evaluations(name, split="holdout")}
     confirmed = holdout.get(best.agent_hash)

@@ -12,8 +12,9 @@ What is exported, and nothing else (the rest is internal and may change):
 - running: `run_task`, `evaluate_tasks` with their `TaskOutcome`, `check_concurrency`,
   `examples_from_tasks`, `episode_workflows`; seeded splits (`make_split`, `Split`);
 - statistics: `summarize` (`ScoreSummary`), `score_interval`, `paired_difference`
-  (`PairedComparison`), `selection_overfit` (`OverfitReport`), `winner_optimism`,
-  `backtest_overfitting`.
+  (`PairedComparison`) and its `minimum_detectable_effect`, `selection_overfit`
+  (`OverfitReport`) with `selection_estimable` (`SELECTION_MIN_DESIGNS`, `SELECTION_MIN_ITEMS`),
+  `winner_optimism`, `backtest_overfitting`, `shuffled_pbo`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agentdesign.evaluators._custom import FileBenchmark, open_file_benchmark
 from agentdesign.evaluators._environments import InteractiveBenchmark, episode_workflows
 from agentdesign.evaluators._gsm8k import GSM8K, extract_final_number
 from agentdesign.evaluators._humaneval import HumanEval
+from agentdesign.evaluators._power import minimum_detectable_effect
 from agentdesign.evaluators._runner import (
     TaskOutcome,
     check_concurrency,
@@ -46,13 +48,17 @@ from agentdesign.evaluators._runner import (
 )
 from agentdesign.evaluators._scienceworld import ScienceWorld
 from agentdesign.evaluators._stats import (
+    SELECTION_MIN_DESIGNS,
+    SELECTION_MIN_ITEMS,
     OverfitReport,
     PairedComparison,
     ScoreSummary,
     backtest_overfitting,
     paired_difference,
     score_interval,
+    selection_estimable,
     selection_overfit,
+    shuffled_pbo,
     summarize,
     winner_optimism,
 )
@@ -62,6 +68,8 @@ __all__ = [
     "BENCHMARKS",
     "BFCL",
     "GSM8K",
+    "SELECTION_MIN_DESIGNS",
+    "SELECTION_MIN_ITEMS",
     "Benchmark",
     "BenchmarkError",
     "FileBenchmark",
@@ -87,12 +95,15 @@ __all__ = [
     "get_benchmark",
     "load_jsonl",
     "make_split",
+    "minimum_detectable_effect",
     "open_file_benchmark",
     "paired_difference",
     "register_benchmark",
     "run_task",
     "score_interval",
+    "selection_estimable",
     "selection_overfit",
+    "shuffled_pbo",
     "summarize",
     "winner_optimism",
 ]

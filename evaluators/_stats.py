@@ -9,7 +9,7 @@ Everything random is seeded, so a reported number can be reproduced exactly.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -18,14 +18,19 @@ import numpy.typing as npt
 from scipy import stats
 
 __all__ = [
+    "SELECTION_MIN_DESIGNS",
+    "SELECTION_MIN_ITEMS",
     "OverfitReport",
     "PairedComparison",
     "ScoreSummary",
     "backtest_overfitting",
+    "best_share",
     "debiased_winner_score",
     "paired_difference",
     "score_interval",
+    "selection_estimable",
     "selection_overfit",
+    "shuffled_pbo",
     "summarize",
     "winner_optimism",
 ]
@@ -35,8 +40,14 @@ FloatArray = npt.NDArray[np.float64]
 # Interval methods, as reported next to every interval.
 EXACT = "Clopper-Pearson"
 BOOTSTRAP = "widest of BCa bootstrap, t and edge floor"
-PAIRED_EXACT = "exact McNemar; Tango score interval"
-PAIRED_BOOTSTRAP = "sign-flip permutation; widest of BCa paired bootstrap, t and edge floor"
+PAIRED_EXACT = "exact McNemar; Tango score interval, reaching 0 unless the test rejects"
+PAIRED_BOOTSTRAP = "widest of BCa paired bootstrap, t and edge floor; p inverts the interval"
+
+# The least designs and items at which the selection-overfit figures are worth printing: below
+# them PBO on pure noise spreads over most of [0, 1] and a clearly better design does not move it
+# far (bench/honesty.py prints both), and the optimism's error is as large as the optimism.
+SELECTION_MIN_DESIGNS = 8
+SELECTION_MIN_ITEMS = 20
 
 # Bootstrap resamples held in memory at once, in values (8 bytes each): caps a batch at ~32 MB.
 _BATCH_VALUES = 4_000_000
@@ -57,7 +68,8 @@ class ScoreSummary:
 class PairedComparison:
     """Agent a minus agent b on the same tasks; wins count tasks where a scored higher.
 
-    `p_value` is two-sided, for "no difference"; `method` names the test, then the interval.
+    `p_value` is two-sided, for "no difference", and below 1 - confidence exactly when the
+    interval excludes 0; `method` names the test, then the interval.
     """
 
     mean_diff: float
@@ -76,12 +88,19 @@ class OverfitReport:
     """How much choosing the best of `n_designs` on `n_items` items flattered the choice.
 
     `pbo` is the probability of backtest overfitting (about 0.5 when the designs differ only by
-    noise, near 0 when the winner is really better); `optimism` is how much the winner's search
-    score is expected to exceed what it scores on new items.
+    noise, near 0 when the winner is really better); `shuffled_pbo` and its 10th-90th percentile
+    range, the same matrix's PBO with the designs shuffled within each item (equal designs but for
+    noise), is the reference to read it against. `optimism` is how much the winner's search score
+    is expected to exceed what it scores on new items; `best_share` is the share of item
+    bootstraps in which the chosen design has the best mean.
     """
 
     pbo: float
+    shuffled_pbo: float
+    shuffled_low: float
+    shuffled_high: float
     optimism: float
+    best_share: float
     n_designs: int
     n_items: int
 
@@ -135,12 +154,14 @@ def paired_difference(
     """Compares two agents scored on the same tasks, in the same order.
 
     Pairing removes the variance from task difficulty, so this detects much smaller gaps than two
-    separate intervals would. For 0/1 scores: the exact McNemar test (a binomial test on the
-    discordant pairs) and Tango's score interval: simulated at n=10-200 and outcome correlations
-    0-0.95, its coverage stayed at 0.938 or more, where Newcombe's hybrid score interval fell to
-    0.91 for strongly correlated agents (the usual case: agents share item difficulty). Otherwise: a
-    sign-flip permutation test (exact when 2**n <= n_resamples) and the interval of `summarize`
-    on the differences, in [-1, 1]. The test and the interval can disagree at the margin.
+    separate intervals would. The p-value and the interval are one procedure, so that "the
+    interval excludes 0" and "p < 1 - confidence" are the same event. For 0/1 scores: the exact
+    McNemar test (see `_mcnemar_p`) and Tango's score interval, widened to reach 0 where the test
+    does not reject; simulated at n=10-200 and outcome correlations 0-0.95, Tango's coverage stayed
+    at 0.938 or more, where Newcombe's hybrid score interval fell to 0.91 for strongly correlated
+    agents (the usual case: agents share item difficulty). Otherwise: the interval of `summarize`
+    on the differences, in [-1, 1], and the p-value it inverts: the least 1 - confidence at which
+    it excludes 0.
     """
     first, second = _as_scores(a, "a"), _as_scores(b, "b")
     if first.size != second.size:
@@ -149,38 +170,43 @@ def paired_difference(
     diffs = first - second
     wins, losses = int(np.count_nonzero(diffs > 0)), int(np.count_nonzero(diffs < 0))
     if _is_binary(first) and _is_binary(second):
-        p_value = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
+        p_value = float(_mcnemar_p(np.array(wins), np.array(losses)))
         lows, highs = _tango_interval(
             np.array([wins]), np.array([losses]), diffs.size, confidence=confidence
         )
+        low, high = float(lows[0]), float(highs[0])
+        if p_value >= 1 - confidence:  # no difference shown: the interval says so too
+            low, high = min(low, 0.0), max(high, 0.0)
         method = PAIRED_EXACT
     else:
-        test = stats.permutation_test(
-            (first, second),
-            _mean_difference,
-            permutation_type="samples",
-            vectorized=True,
-            n_resamples=n_resamples,
-            rng=np.random.default_rng([seed, 1]),  # a stream apart from the bootstrap's
-        )
-        p_value = float(test.pvalue)
-        lows, highs = _mean_intervals(
-            diffs[np.newaxis],
-            bounds=_bounds(diffs, -1.0, 1.0),
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
+        bounds = _bounds(diffs, -1.0, 1.0)
+
+        def interval(level: float) -> tuple[float, float]:
+            lows, highs = _mean_intervals(
+                diffs[np.newaxis],
+                bounds=bounds,
+                confidence=level,
+                n_resamples=n_resamples,
+                seed=seed,
+            )
+            return float(lows[0]), float(highs[0])
+
+        low, high = interval(confidence)
+        p_value = _inverted_p(
+            lambda alpha: not _spans_zero(*interval(1 - alpha)),
+            alpha=1 - confidence,
+            rejected=not _spans_zero(low, high),
         )
         method = PAIRED_BOOTSTRAP
     return PairedComparison(
         mean_diff=float(diffs.mean()),
-        ci_low=float(lows[0]),
-        ci_high=float(highs[0]),
+        ci_low=low,
+        ci_high=high,
         n=diffs.size,
         wins=wins,
         losses=losses,
         ties=diffs.size - wins - losses,
-        p_value=float(p_value),
+        p_value=p_value,
         method=method,
     )
 
@@ -251,14 +277,65 @@ def debiased_winner_score(matrix: npt.ArrayLike, *, n_splits: int = 200, seed: i
     return float(scores.mean(axis=1).max()) - winner_optimism(scores, n_splits=n_splits, seed=seed)
 
 
-def selection_overfit(
-    matrix: npt.ArrayLike, *, n_blocks: int = 8, n_splits: int = 200, seed: int = 0
-) -> OverfitReport:
-    """PBO and winner's optimism of a designs x items score matrix (every design on every item)."""
+def shuffled_pbo(
+    matrix: npt.ArrayLike, *, n_shuffles: int = 200, n_blocks: int = 8, seed: int = 0
+) -> FloatArray:
+    """PBO of `matrix` with its design labels shuffled within each item, `n_shuffles` times: the
+    designs made equal but for noise while every item keeps its difficulty, so the distribution
+    a PBO is to be read against (it is not 0.5 on every matrix: ties and item difficulty move
+    it). The blocks are those of `backtest_overfitting` with the same seed."""
     scores = _as_matrix(matrix)
+    rng = np.random.default_rng([seed, 2])  # a stream apart from the blocks' shuffle
+    return np.array(
+        [
+            backtest_overfitting(rng.permuted(scores, axis=0), n_blocks=n_blocks, seed=seed)
+            for _ in range(n_shuffles)
+        ]
+    )
+
+
+def best_share(
+    matrix: npt.ArrayLike, *, chosen: int, n_resamples: int = 2000, seed: int = 0
+) -> float:
+    """Share of bootstrap resamples of the items in which design `chosen` (a row) has the best
+    mean; designs tied for best share a resample equally. How often another draw of items of the
+    same kind would have picked the same design."""
+    scores = _as_matrix(matrix)
+    n_items = scores.shape[1]
+    counts = np.random.default_rng([seed, 3]).multinomial(
+        n_items, np.full(n_items, 1 / n_items), size=n_resamples
+    )
+    best = _tied_best((scores @ counts.T.astype(np.float64)) / n_items)
+    return float(np.mean(best[chosen] / best.sum(axis=0)))
+
+
+def selection_estimable(n_designs: int, n_items: int) -> bool:
+    """Whether a designs x items matrix is large enough for `selection_overfit` to mean much."""
+    return n_designs >= SELECTION_MIN_DESIGNS and n_items >= SELECTION_MIN_ITEMS
+
+
+def selection_overfit(
+    matrix: npt.ArrayLike,
+    *,
+    chosen: int | None = None,
+    n_blocks: int = 8,
+    n_splits: int = 200,
+    n_shuffles: int = 200,
+    seed: int = 0,
+) -> OverfitReport:
+    """PBO with its shuffled reference, winner's optimism and the chosen design's bootstrap share
+    of a designs x items score matrix (every design on every item); `chosen` is the winner's row,
+    by default the first of the best mean."""
+    scores = _as_matrix(matrix)
+    shuffled = shuffled_pbo(scores, n_shuffles=n_shuffles, n_blocks=n_blocks, seed=seed)
+    winner = int(np.argmax(scores.mean(axis=1))) if chosen is None else chosen
     return OverfitReport(
         pbo=backtest_overfitting(scores, n_blocks=n_blocks, seed=seed),
+        shuffled_pbo=float(shuffled.mean()),
+        shuffled_low=float(np.percentile(shuffled, 10)),
+        shuffled_high=float(np.percentile(shuffled, 90)),
         optimism=winner_optimism(scores, n_splits=n_splits, seed=seed),
+        best_share=best_share(scores, chosen=winner, seed=seed),
         n_designs=scores.shape[0],
         n_items=scores.shape[1],
     )
@@ -315,8 +392,10 @@ def _tango_interval(
 ) -> tuple[FloatArray, FloatArray]:
     """Tango's (1998) score interval for a difference of paired proportions, (wins - losses) / n,
     by bisection of its score statistic (decreasing in the difference); batched for the bench."""
-    b, c = wins.astype(np.float64), losses.astype(np.float64)
+    # Both bounds in one bisection: the counts twice, the first copy aiming at +z, the second -z.
+    b, c = np.tile(wins.astype(np.float64), 2), np.tile(losses.astype(np.float64), 2)
     z = float(stats.norm.ppf((1 + confidence) / 2))
+    target = np.repeat([z, -z], wins.size)
 
     def statistic(delta: FloatArray) -> FloatArray:
         # The restricted maximum-likelihood estimate of P(loss) given the difference delta.
@@ -327,20 +406,54 @@ def _tango_interval(
         # Where the variance vanishes the excess does too (no discordant pair, delta = 0).
         return np.divide(excess, np.sqrt(variance), out=np.zeros_like(excess), where=variance > 0)
 
-    def solve(target: float) -> FloatArray:
-        low: FloatArray = np.full(b.shape, -1.0)
-        high: FloatArray = np.full(b.shape, 1.0)
-        for _ in range(60):  # 2 / 2**60: far below any printed digit
-            middle = (low + high) / 2
-            right = statistic(middle) > target
-            low, high = np.where(right, middle, low), np.where(right, high, middle)
-        return (low + high) / 2
-
-    return solve(z), solve(-z)
+    low: FloatArray = np.full(b.shape, -1.0)
+    high: FloatArray = np.full(b.shape, 1.0)
+    for _ in range(60):  # 2 / 2**60: far below any printed digit
+        middle = (low + high) / 2
+        right = statistic(middle) > target
+        low, high = np.where(right, middle, low), np.where(right, high, middle)
+    bounds = (low + high) / 2
+    return bounds[: wins.size], bounds[wins.size :]
 
 
-def _mean_difference(x: FloatArray, y: FloatArray, axis: int) -> FloatArray:
-    return np.asarray(np.mean(x - y, axis=axis), dtype=np.float64)
+def _mcnemar_p(wins: npt.NDArray[np.int64], losses: npt.NDArray[np.int64]) -> FloatArray:
+    """Two-sided p of "no difference" from the discordant pairs: the exact McNemar test (a binomial
+    test at 1/2), or the score test at 0 that Tango's interval inverts where that is larger.
+
+    The larger one only below p = 0.0006 (all counts up to 3000 discordant pairs checked), where
+    the exact test's tail falls under the normal one's; taking it there keeps "p < alpha" and
+    "Tango's interval excludes 0" one event at every alpha. Batched for the power computation.
+    """
+    b, c = wins.astype(np.float64), losses.astype(np.float64)
+    pairs = b + c
+    exact = np.minimum(1.0, 2 * stats.binom.cdf(np.minimum(b, c), pairs, 0.5))
+    z = np.abs(b - c) / np.sqrt(np.where(pairs > 0, pairs, 1.0))
+    return np.asarray(np.maximum(exact, 2 * stats.norm.sf(z)), dtype=np.float64)
+
+
+def _inverted_p(rejects: Callable[[float], bool], *, alpha: float, rejected: bool) -> float:
+    """The least alpha at which `rejects` (an interval excluding 0 at confidence 1 - alpha, which
+    only grows more likely with alpha), by bisection from the side `rejected` at `alpha` says;
+    strictly below `alpha` exactly when it rejected there."""
+    if rejected:
+        below, above = -12.0, float(np.log10(alpha))  # on a log scale, down to 1e-12
+        if rejects(10**below):
+            return 10**below
+        for _ in range(16):  # 3 significant digits
+            middle = (below + above) / 2
+            below, above = (below, middle) if rejects(10**middle) else (middle, above)
+        return float(10 ** ((below + above) / 2))
+    below, above = alpha, 1 - 1e-9
+    if not rejects(above):
+        return 1.0
+    for _ in range(16):  # 3 significant digits
+        middle = (below + above) / 2
+        below, above = (below, middle) if rejects(middle) else (middle, above)
+    return (below + above) / 2
+
+
+def _spans_zero(low: float, high: float) -> bool:
+    return low <= 0 <= high
 
 
 def _tied_best(means: FloatArray) -> npt.NDArray[np.bool_]:

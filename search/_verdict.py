@@ -18,10 +18,14 @@ import numpy as np
 from agentdesign.archive import Archive, EvaluationRecord, RunRecord
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.evaluators import (
+    SELECTION_MIN_DESIGNS,
+    SELECTION_MIN_ITEMS,
     OverfitReport,
     PairedComparison,
     ScoreSummary,
+    minimum_detectable_effect,
     paired_difference,
+    selection_estimable,
     selection_overfit,
     summarize,
 )
@@ -40,7 +44,12 @@ __all__ = [
 
 # The built-in baselines a run scores beside its winner unless told otherwise.
 BASELINES = ("cot", "cot-sc")
-_SC_SAMPLES = (2, 9)  # the self_consistency workflow's range of n_samples
+# The self-consistency baseline's sample counts: odd ones, so that a vote between two answers
+# cannot tie (majority gives a tie to the first sample: 2 samples would be one sample at twice
+# the cost), up to the self_consistency workflow's 9.
+_SC_SAMPLES = (3, 9)
+# The power at which a "no difference shown" says which gain it could have shown.
+_POWER = 0.8
 
 
 def cot_baseline(model: str, *, interactive: bool = False) -> AgentSpec:
@@ -49,13 +58,15 @@ def cot_baseline(model: str, *, interactive: bool = False) -> AgentSpec:
 
 
 def cot_sc_baseline(model: str, *, winner_tokens: float, cot_tokens: float) -> AgentSpec | None:
-    """Self-consistency over as many chain-of-thought samples as the winner's tokens per item buy
-    at the CoT baseline's tokens per item (at most 9), so that it costs no more than the winner.
-    None when they buy fewer than 2: then CoT itself is the cost-matched baseline."""
+    """Self-consistency over the largest odd number of chain-of-thought samples the winner's
+    tokens per item buy at the CoT baseline's tokens per item (at most 9), so that it costs no
+    more than the winner and its vote never ties between two answers. None when they buy fewer
+    than 3: then CoT itself is the cost-matched baseline."""
     if cot_tokens <= 0:
         raise AgentDesignError("the cot-sc baseline needs the CoT baseline's tokens per item")
     low, high = _SC_SAMPLES
-    samples = min(math.floor(winner_tokens / cot_tokens), high)
+    bought = min(math.floor(winner_tokens / cot_tokens), high)
+    samples = bought - (1 - bought % 2)  # the odd count at or below
     if samples < low:
         return None
     return AgentSpec.create(
@@ -65,13 +76,16 @@ def cot_sc_baseline(model: str, *, winner_tokens: float, cot_tokens: float) -> A
 
 @dataclass(frozen=True)
 class BaselineVerdict:
-    """The winner minus one baseline on the same holdout items (positive: the winner is better)."""
+    """The winner minus one baseline on the same holdout items (positive: the winner is better);
+    `detectable` is the least gain the comparison's test shows with 80% power at its n and the
+    two's disagreement (see `minimum_detectable_effect`), None where no gain would be."""
 
     label: str
     baseline_hash: str
     comparison: PairedComparison
     winner_tokens: float
     baseline_tokens: float
+    detectable: float | None
 
     @property
     def token_ratio(self) -> float:
@@ -79,10 +93,14 @@ class BaselineVerdict:
         return self.winner_tokens / self.baseline_tokens if self.baseline_tokens else math.inf
 
     def sentence(self, winner: str) -> str:
-        """The verdict in words, saying "no difference shown" when the interval spans zero."""
+        """The verdict in words: a win or a loss exactly when the test's p is below 0.05 (the
+        interval then excludes 0), else "no difference shown" with the gain it could have shown."""
         c = self.comparison
         where = f"on {c.n} unseen items (p = {c.p_value:.3g}, {c.method})"
-        cost = f"the winner using {self.token_ratio:.2f}x the baseline's tokens per item"
+        cost = (
+            f"the winner using {self.token_ratio:.2f}x the baseline's tokens per item "
+            f"({self.winner_tokens:,.0f} vs {self.baseline_tokens:,.0f})"
+        )
         if c.ci_low > 0:
             gain = f"{c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
             return f"winner {winner} beats baseline {self.label} by {gain} {where}, {cost}"
@@ -90,8 +108,15 @@ class BaselineVerdict:
             loss = f"{-c.mean_diff:+.2f} [{-c.ci_high:+.2f}, {-c.ci_low:+.2f}]"
             return f"baseline {self.label} beats winner {winner} by {loss} {where}, {cost}"
         gain = f"{c.mean_diff:+.2f} [{c.ci_low:+.2f}, {c.ci_high:+.2f}]"
+        missed = (
+            f"no gain would be shown with {_POWER:.0%} power"
+            if self.detectable is None
+            else f"{_POWER:.0%} power only for a gain of {self.detectable:+.2f} or more"
+        )
         return (
-            f"winner {winner} vs baseline {self.label}: {gain} {where}: no difference shown, {cost}"
+            f"winner {winner} vs baseline {self.label}: {gain} {where}: no difference shown (the "
+            f"two differ on {c.wins + c.losses} of {c.n} items: at this n and disagreement, "
+            f"{missed}), {cost}"
         )
 
 
@@ -103,7 +128,9 @@ class RunVerdict:
     winner: EvaluationRecord | None  # its search evaluation; None before the winner is recorded
     holdout: EvaluationRecord | None  # the winner's holdout evaluation, once complete
     baselines: tuple[BaselineVerdict, ...]
-    overfit: OverfitReport | None  # None with fewer than 2 designs or 2 shared search items
+    # (designs, items) of the fully scored designs x search items matrix; None below 2 x 2
+    selection: tuple[int, int] | None
+    overfit: OverfitReport | None  # None below SELECTION_MIN_DESIGNS x SELECTION_MIN_ITEMS
     runner_up: PairedComparison | None  # winner minus the second design on the search items
     unscored: tuple[tuple[str, str], ...] = ()  # (label, why) of baselines never to be scored
 
@@ -125,8 +152,18 @@ class RunVerdict:
             o = self.overfit
             lines.append(
                 f"selection overfit on the search items ({o.n_designs} designs x {o.n_items} "
-                f"items): probability of backtest overfitting {o.pbo:.2f}, expected optimism of "
-                f"the winner's search score {o.optimism:+.3f}"
+                f"items): probability of backtest overfitting {o.pbo:.2f} (with the designs "
+                f"shuffled within items, as if equal: {o.shuffled_pbo:.2f}, 10th-90th "
+                f"percentile {o.shuffled_low:.2f}-{o.shuffled_high:.2f}); expected optimism of "
+                f"the winner's search score {o.optimism:+.3f}; the winner is the best design in "
+                f"{o.best_share:.0%} of item bootstraps"
+            )
+        elif self.selection is not None:
+            designs, items = self.selection
+            lines.append(
+                f"too few designs or items to estimate selection overfit ({designs} designs x "
+                f"{items} search items; the estimate needs {SELECTION_MIN_DESIGNS} x "
+                f"{SELECTION_MIN_ITEMS})"
             )
         if self.runner_up is not None and self.runner_up.ci_low <= 0:
             r = self.runner_up
@@ -141,9 +178,11 @@ class RunVerdict:
 def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
     """Reads a run's verdict from the archive; spends nothing."""
     run = archive.get_run(run_name)
+    # Candidates only: a refiner's or meta agent's development evaluation of a design is on
+    # other items, and would stand in for its search evaluation.
     search = {
         e.agent_hash: e
-        for e in archive.run_evaluations(run_name, split="search")
+        for e in archive.run_evaluations(run_name, split="search", role="candidate")
         if e.status == "complete"
     }
     roles = archive.run_roles(run_name)
@@ -161,36 +200,45 @@ def run_verdict(archive: Archive, run_name: str) -> RunVerdict:
         labels = _baseline_labels(run, [e.agent_hash for e in baselines], archive)
         winner_scores = _scores(archive, confirmed)
         for evaluation in baselines:
-            comparison = paired_difference(winner_scores, _scores(archive, evaluation))
+            baseline_scores = _scores(archive, evaluation)
             verdicts.append(
                 BaselineVerdict(
                     label=labels.get(evaluation.agent_hash, evaluation.agent_hash[:10]),
                     baseline_hash=evaluation.agent_hash,
-                    comparison=comparison,
+                    comparison=paired_difference(winner_scores, baseline_scores),
                     winner_tokens=confirmed.tokens_per_item,
                     baseline_tokens=evaluation.tokens_per_item,
+                    detectable=minimum_detectable_effect(
+                        winner_scores, baseline_scores, power=_POWER
+                    ),
                 )
             )
     ordered = sorted(search.values(), key=lambda e: (-(e.mean or 0.0), e.tokens_per_item))
-    overfit, runner_up = None, None
+    selection, overfit, runner_up = None, None, None
     task_ids = list(run.search_task_ids)
     full = [e for e in ordered if set(e.task_ids) == set(task_ids)]
     if len(full) >= 2 and len(task_ids) >= 2:
         rows = {e.agent_hash: _by_task(archive, e) for e in full}  # one read per design
         matrix = np.array([[rows[e.agent_hash][t] for t in task_ids] for e in full])
-        overfit = selection_overfit(matrix)
-        if winner is not None and winner.agent_hash in rows:
-            best = matrix[[e.agent_hash for e in full].index(winner.agent_hash)]
-            second = next(
-                (matrix[i] for i, e in enumerate(full) if e.agent_hash != winner.agent_hash), None
-            )
+        selection = matrix.shape[0], matrix.shape[1]
+        hashes = [e.agent_hash for e in full]
+        chosen = (
+            hashes.index(winner.agent_hash)
+            if winner is not None and winner.agent_hash in hashes
+            else None
+        )
+        if selection_estimable(*selection):
+            overfit = selection_overfit(matrix, chosen=chosen)
+        if chosen is not None:
+            second = next((matrix[i] for i in range(len(full)) if i != chosen), None)
             if second is not None:
-                runner_up = paired_difference(best.tolist(), second.tolist())
+                runner_up = paired_difference(matrix[chosen].tolist(), second.tolist())
     return RunVerdict(
         run=run,
         winner=winner,
         holdout=confirmed,
         baselines=tuple(verdicts),
+        selection=selection,
         overfit=overfit,
         runner_up=runner_up,
         unscored=_unscored_baselines(run, confirmed, verdicts),
@@ -226,8 +274,10 @@ def _unscored_baselines(
     if cost_matched is not None:  # it will be scored: the holdout is still running
         return ()
     why = (
-        f"the winner uses {cot.token_ratio:.2f}x CoT's tokens per item, too few for the 2 samples "
-        "self-consistency needs, so CoT is the cost-matched baseline"
+        f"the winner uses {cot.token_ratio:.2f}x CoT's tokens per item ({cot.winner_tokens:,.0f} "
+        f"vs {cot.baseline_tokens:,.0f}), too few for the {_SC_SAMPLES[0]} samples "
+        "self-consistency needs (an odd count, so that its vote cannot tie between two answers), "
+        "so CoT is the cost-matched baseline"
     )
     return (("cot-sc", why),)
 
@@ -316,8 +366,10 @@ def _baseline_labels(run: RunRecord, hashes: Sequence[str], archive: Archive) ->
         if spec_hash in cots:
             labels[spec_hash] = "cot"
         elif spec["workflow"].name == "self_consistency":
-            samples = spec.to_flat().get("workflow__n_samples")
-            labels[spec_hash] = f"cot-sc(n={samples})"
+            samples = int(spec.to_flat()["workflow__n_samples"])
+            # scored so by a version that allowed even votes: say what such a vote is
+            even = ", an even vote whose ties go to the first sample" if samples % 2 == 0 else ""
+            labels[spec_hash] = f"cot-sc(n={samples}{even})"
     return labels
 
 

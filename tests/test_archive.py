@@ -614,6 +614,38 @@ def test_run_entries_are_idempotent_and_checked(archive: Archive) -> None:
         )
 
 
+def test_run_evaluations_keep_the_run_order_and_filter_by_role(archive: Archive) -> None:
+    _create_run(archive)
+    searched = _evaluated(archive, "a", 1.0, run_name="run-1")
+    archive.add_agent(spec={**SPEC, "id": "a"}, spec_hash="a")
+    developed = archive.get_or_create_evaluation(  # a refiner's look at a on other items
+        agent_hash="a", benchmark="arith", task_ids=HOLDOUT, split="search"
+    )
+    for task_id in HOLDOUT:
+        archive.add_task_result(developed.id, _result(task_id, 0.0))
+    archive.finish_evaluation(developed.id, status="complete", mean=0.0, ci_low=0.0, ci_high=0.1)
+    archive.add_run_entry(
+        run_name="run-1", agent_hash="a", evaluation_id=developed.id, trial_number=None, role="dev"
+    )
+    assert [e.id for e in archive.run_evaluations("run-1")] == [searched.id, developed.id]
+    only = archive.run_evaluations("run-1", split="search", role="candidate")
+    assert [e.id for e in only] == [searched.id]
+    assert [e.id for e in archive.run_evaluations("run-1", role="dev")] == [developed.id]
+    assert archive.run_evaluations("run-1", split="holdout", role="candidate") == []
+    with pytest.raises(ArchiveError, match="run entry role must be one of"):
+        archive.run_evaluations("run-1", role="searched")
+    # ranked nowhere, not even across runs, until a run searches on those items
+    assert [row.evaluation_id for row in archive.leaderboard()] == [searched.id]
+    assert [row.evaluation_id for row in archive.pareto()] == [searched.id]
+    _create_run(archive, "run-2")
+    archive.add_run_entry(
+        run_name="run-2", agent_hash="a", evaluation_id=developed.id, trial_number=0
+    )
+    assert {row.evaluation_id for row in archive.leaderboard()} == {searched.id, developed.id}
+    outside = _evaluated(archive, "b", 0.5)  # in no run: ranked as before
+    assert outside.id in {row.evaluation_id for row in archive.leaderboard()}
+
+
 def test_leaderboard_orders_by_mean_then_cost(archive: Archive) -> None:
     _create_run(archive)
     _create_run(archive, "run-2")

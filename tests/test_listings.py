@@ -23,7 +23,6 @@ from agentdesign.archive import Archive, EvaluationRecord
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import (
-    OverfitReport,
     PairedComparison,
     ScoreSummary,
     available_benchmarks,
@@ -163,8 +162,9 @@ def test_show_prints_the_verdict_and_leaderboard_as_json(archive_db: Path) -> No
         assert entry["comparison"] == {
             f.name: getattr(expected.comparison, f.name) for f in fields(PairedComparison)
         }
-    assert verdict.overfit is not None
-    assert set(shown["overfit"]) == {f.name for f in fields(OverfitReport)}
+    # a run of a few designs on a few items gets no overfit figures, and the verdict says why
+    assert verdict.overfit is None and shown["overfit"] is None
+    assert any(line.startswith("too few designs or items") for line in shown["verdict"])
     summary_keys = {f.name for f in fields(ScoreSummary)}  # mean, ci_low, ci_high, n, method
     assert [r["agent"] for r in shown["leaderboard"]] == [r.agent_hash for r in rows]
     for entry in shown["leaderboard"]:

@@ -5,6 +5,8 @@ bench/honesty.py measures the intervals' coverage by simulation.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -13,9 +15,12 @@ from agentdesign.evaluators import (
     OverfitReport,
     ScoreSummary,
     backtest_overfitting,
+    minimum_detectable_effect,
     paired_difference,
     score_interval,
+    selection_estimable,
     selection_overfit,
+    shuffled_pbo,
     summarize,
     winner_optimism,
 )
@@ -24,6 +29,9 @@ from agentdesign.evaluators._stats import (
     EXACT,
     PAIRED_BOOTSTRAP,
     PAIRED_EXACT,
+    _mean_intervals,
+    _tango_interval,
+    best_share,
     debiased_winner_score,
 )
 
@@ -151,20 +159,76 @@ def test_mcnemar_p_value_of_eight_discordant_pairs_one_way() -> None:
     result = paired_difference([1.0] * 8 + [0.0, 1.0], [0.0] * 8 + [0.0, 1.0])
     assert (result.wins, result.losses, result.ties) == (8, 0, 2)
     assert result.p_value == pytest.approx(2 * 0.5**8)
-    assert result.method == PAIRED_EXACT == "exact McNemar; Tango score interval"
+    assert result.method == PAIRED_EXACT
     assert 0 < result.ci_low < 0.8 < result.ci_high <= 1.0
 
 
 def test_tango_interval_matches_the_published_example() -> None:
     # Cavo et al. (2012) in Fagerland, Lydersen and Laake, "Statistical Analysis of Contingency
     # Tables" (2017), ch. 8: 59 both, 6 first only, 16 second only, 80 neither.
+    low, high = _tango_interval(np.array([6]), np.array([16]), 161, confidence=0.95)
+    assert low[0] == pytest.approx(-0.1240, abs=5e-5)
+    assert high[0] == pytest.approx(-0.0054, abs=5e-5)
+    # Tango's interval leaves out 0, but the exact test finds no difference (p = 0.052): the
+    # comparison's interval reaches 0, as its p-value says.
     first = [1.0] * 65 + [0.0] * 96
     second = [1.0] * 59 + [0.0] * 6 + [1.0] * 16 + [0.0] * 80
     result = paired_difference(first, second)
     assert result.mean_diff == pytest.approx(-10 / 161)
-    assert result.ci_low == pytest.approx(-0.1240, abs=5e-5)
-    assert result.ci_high == pytest.approx(-0.0054, abs=5e-5)
     assert result.p_value == pytest.approx(stats.binomtest(6, 22).pvalue)
+    assert result.p_value == pytest.approx(0.0525, abs=5e-5)
+    assert result.ci_low == pytest.approx(low[0]) and result.ci_high == 0.0
+
+
+def _discordant(wins: int, losses: int, ties: int = 0) -> tuple[list[float], list[float]]:
+    """Two 0/1 score lists with these counts of wins, losses and (both solved) ties."""
+    a = [1.0] * wins + [0.0] * losses + [1.0] * ties
+    b = [0.0] * wins + [1.0] * losses + [1.0] * ties
+    return a, b
+
+
+@pytest.mark.parametrize(
+    ("wins", "losses", "p_value"),
+    [(4, 0, 0.125), (5, 0, 0.0625), (7, 1, 0.0703), (9, 2, 0.0654), (14, 5, 0.0636)],
+)
+def test_small_discordant_counts_that_the_exact_test_does_not_reject_are_no_difference(
+    wins: int, losses: int, p_value: float
+) -> None:
+    # Tango's interval alone leaves out 0 for each of these; the exact test does not reject.
+    for ties in (0, 10):
+        result = paired_difference(*_discordant(wins, losses, ties))
+        assert result.p_value == pytest.approx(p_value, abs=5e-5)
+        assert result.ci_low <= 0 < result.ci_high
+
+
+def test_an_interval_excludes_zero_exactly_when_p_is_below_alpha() -> None:
+    # every split of up to 30 discordant pairs, among a varying number of tied items
+    for pairs in range(31):
+        for wins in range(pairs + 1):
+            ties = (7 * wins + pairs) % 13 + (pairs == 0)
+            result = paired_difference(*_discordant(wins, pairs - wins, ties))
+            shown = result.ci_low > 0 or result.ci_high < 0
+            assert shown == (result.p_value < 0.05), (wins, pairs - wins, ties)
+    for wins, losses in ((6, 0), (7, 1), (8, 1), (10, 2), (12, 3)):  # at another level
+        result = paired_difference(*_discordant(wins, losses), confidence=0.9)
+        assert (result.ci_low > 0) == (result.p_value < 0.1)
+
+
+def test_continuous_p_is_the_least_alpha_at_which_the_interval_excludes_zero() -> None:
+    rng = np.random.default_rng(4)
+    for n, shift in ((6, 0.3), (10, 0.15), (20, 0.1), (40, 0.05), (40, -0.12)):
+        a = rng.beta(2, 2, size=n)
+        b = np.clip(a - shift + rng.normal(0, 0.2, size=n), 0, 1)
+        result = paired_difference(a.tolist(), b.tolist(), n_resamples=500)
+        shown = result.ci_low > 0 or result.ci_high < 0
+        assert shown == (result.p_value < 0.05)
+        if result.p_value < 1:  # just inside and just outside its own level
+            for level, excludes in ((1.001, True), (0.999, False)):
+                alpha = result.p_value * level
+                inner = paired_difference(
+                    a.tolist(), b.tolist(), confidence=1 - alpha, n_resamples=500
+                )
+                assert (inner.ci_low > 0 or inner.ci_high < 0) == (excludes or alpha >= 1)
 
 
 def test_paired_difference_of_equal_agents() -> None:
@@ -242,15 +306,115 @@ def test_optimism_is_the_scaled_split_half_gap() -> None:
     assert winner_optimism(matrix, n_splits=10) == pytest.approx(np.sqrt(0.5))
 
 
-def test_selection_overfit_reports_both() -> None:
+def test_selection_overfit_reports_all() -> None:
     noise = _noise(10, 16, 2)
-    report = selection_overfit(noise, n_blocks=4, n_splits=50, seed=3)
+    report = selection_overfit(noise, n_blocks=4, n_splits=50, n_shuffles=30, seed=3)
+    shuffled = shuffled_pbo(noise, n_shuffles=30, n_blocks=4, seed=3)
+    winner = int(np.argmax(noise.mean(axis=1)))
     assert report == OverfitReport(
         pbo=backtest_overfitting(noise, n_blocks=4, seed=3),
+        shuffled_pbo=pytest.approx(float(shuffled.mean())),  # type: ignore[arg-type]
+        shuffled_low=pytest.approx(float(np.percentile(shuffled, 10))),  # type: ignore[arg-type]
+        shuffled_high=pytest.approx(float(np.percentile(shuffled, 90))),  # type: ignore[arg-type]
         optimism=winner_optimism(noise, n_splits=50, seed=3),
+        best_share=best_share(noise, chosen=winner, seed=3),
         n_designs=10,
         n_items=16,
     )
+
+
+def test_shuffling_the_designs_within_items_gives_the_pbo_of_equal_designs() -> None:
+    planted = _noise(20, 40, 0)
+    planted[7] = 1.0
+    planted[7, ::8] = 0.0
+    assert backtest_overfitting(planted) < 0.05
+    shuffled = shuffled_pbo(planted, n_shuffles=100)
+    assert 0.35 < float(shuffled.mean()) < 0.65  # the planted winner is gone once shuffled
+    assert float(np.percentile(shuffled, 10)) < float(np.percentile(shuffled, 90))
+    # each item keeps its scores, only who scored them moves
+    same = shuffled_pbo(planted, n_shuffles=5, seed=1)
+    assert np.array_equal(same, shuffled_pbo(planted, n_shuffles=5, seed=1))
+
+
+def test_the_best_share_counts_the_bootstraps_a_design_is_best_in() -> None:
+    dominant = _noise(5, 20, 3)
+    dominant[2] = 1.0
+    assert best_share(dominant, chosen=2) == 1.0
+    assert best_share(dominant, chosen=0) == 0.0
+    twins = np.vstack([_noise(1, 20, 4)] * 2)
+    assert best_share(twins, chosen=0) == pytest.approx(0.5)
+    noise = _noise(8, 20, 5)
+    assert sum(best_share(noise, chosen=i) for i in range(8)) == pytest.approx(1.0)
+
+
+def test_selection_overfit_is_estimable_from_8_designs_and_20_items() -> None:
+    assert selection_estimable(8, 20)
+    assert not selection_estimable(4, 6)
+    assert not selection_estimable(7, 100)
+    assert not selection_estimable(100, 19)
+
+
+@functools.cache
+def _shown(n: int) -> tuple[tuple[int, int], ...]:
+    """The (wins, losses) on n 0/1 items for which paired_difference shows a gain."""
+    return tuple(
+        (wins, losses)
+        for wins in range(n + 1)
+        for losses in range(n + 1 - wins)
+        if paired_difference(*_discordant(wins, losses, n - wins - losses)).ci_low > 0
+    )
+
+
+def _power(n: int, share: float, gain: float) -> float:
+    """P(paired_difference shows a gain) on n 0/1 items, each a win with probability
+    (share + gain) / 2 and a loss with (share - gain) / 2, summed over every outcome."""
+    cells = [(share + gain) / 2, (share - gain) / 2, 1 - share]
+    return float(
+        sum(stats.multinomial.pmf([w, loss, n - w - loss], n, cells) for w, loss in _shown(n))
+    )
+
+
+@pytest.mark.parametrize(("n", "discordant"), [(20, 10), (24, 8), (16, 16)])
+def test_the_detectable_gain_of_0_1_scores_has_80_percent_power_in_the_printed_test(
+    n: int, discordant: int
+) -> None:
+    a, b = _discordant(discordant // 2, discordant - discordant // 2, n - discordant)
+    gain = minimum_detectable_effect(a, b)
+    assert gain is not None and 0 < gain <= discordant / n
+    share = discordant / n
+    assert _power(n, share, gain) == pytest.approx(0.8, abs=1e-6)
+    assert _power(n, share, gain * 0.97) < 0.8
+    # more power needs a larger gain; a lower confidence, a smaller one
+    larger = minimum_detectable_effect(a, b, power=0.9)
+    assert larger is None or larger > gain
+    smaller = minimum_detectable_effect(a, b, confidence=0.9)
+    assert smaller is not None and smaller < gain
+
+
+def test_no_gain_is_detectable_without_disagreements_or_on_a_handful_of_items() -> None:
+    assert minimum_detectable_effect(*_discordant(0, 0, 40)) is None  # they never disagreed
+    # 8 items, 2 disagreements: even winning every disagreement is rarely 6 or more wins
+    assert minimum_detectable_effect(*_discordant(1, 1, 6)) is None
+    assert _power(8, 2 / 8, 2 / 8) < 0.8
+    with pytest.raises(ValueError, match="power"):
+        minimum_detectable_effect([1.0, 0.0], [0.0, 1.0], power=1.0)
+    with pytest.raises(ValueError, match="equal lengths"):
+        minimum_detectable_effect([1.0, 0.0], [0.0])
+
+
+def test_the_detectable_gain_of_other_scores_is_about_80_percent_power_in_simulation() -> None:
+    rng = np.random.default_rng(7)
+    for n in (10, 30, 80):
+        a = rng.beta(2, 2, size=n)
+        b = np.clip(a + rng.normal(0, 0.25, size=n), 0, 1)
+        gain = minimum_detectable_effect(a.tolist(), b.tolist())
+        assert gain is not None
+        diffs = a - b
+        # the observed differences, centred on the gain, resampled: a data set per row
+        shifted = diffs - diffs.mean() + gain
+        rows = shifted[rng.integers(0, n, size=(400, n))]
+        low, _ = _mean_intervals(rows, bounds=(-1.0, 1.0), confidence=0.95, n_resamples=500, seed=n)
+        assert 0.7 < float(np.mean(low > 0)) < 0.9, n
 
 
 @pytest.mark.parametrize(

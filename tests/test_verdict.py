@@ -3,12 +3,18 @@ never replaced, baselines are scored on the same holdout items, and no choice le
 
 from __future__ import annotations
 
+import json
+import shutil
+import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_refine import adds_a_hint
 from test_search import config as search_config
+from test_strategies import config as strategies_config
 
 from agentdesign.archive import Archive, ArchiveError, EvaluationRecord
 from agentdesign.components import AgentDesignError, AgentSpec, Message
@@ -21,9 +27,11 @@ from agentdesign.search import (
     SearchSpace,
     finalize_run,
     labelled_from_archive,
+    load_search,
     resume_search,
     run_search,
 )
+from agentdesign.search._config import dev_task_ids
 from agentdesign.search._verdict import (
     cot_baseline,
     cot_sc_baseline,
@@ -31,6 +39,7 @@ from agentdesign.search._verdict import (
     run_verdict,
 )
 from agentdesign.search.cli._app import _evaluation_items
+from agentdesign.search.cli._leaderboard import leaderboard_json
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 
@@ -111,9 +120,19 @@ def test_baselines_are_scored_on_the_same_holdout_items_and_make_the_headline(
 
 
 @pytest.mark.parametrize(
-    ("winner_tokens", "samples"), [(100.0, None), (199.0, None), (200.0, 2), (290.0, 2), (5e3, 9)]
+    ("winner_tokens", "samples"),
+    [
+        (100.0, None),
+        (200.0, None),  # 2 samples vote for the first: one sample at twice the cost
+        (299.0, None),
+        (300.0, 3),
+        (499.0, 3),  # 4 would tie 2-2
+        (500.0, 5),
+        (850.0, 7),
+        (5e3, 9),
+    ],
 )
-def test_cot_sc_takes_the_samples_the_winners_tokens_buy_and_none_below_two(
+def test_cot_sc_takes_the_odd_samples_the_winners_tokens_buy_and_none_below_three(
     winner_tokens: float, samples: int | None
 ) -> None:
     spec = cot_sc_baseline("fake/model", winner_tokens=winner_tokens, cot_tokens=100.0)
@@ -123,42 +142,50 @@ def test_cot_sc_takes_the_samples_the_winners_tokens_buy_and_none_below_two(
         assert spec is not None and spec.to_flat()["workflow__n_samples"] == samples
 
 
-def right_at_length(
-    model: str, messages: Sequence[Message], temperature: float, seed: int | None
-) -> str:
-    """Right only without chain of thought, and then at length: the winner costs CoT 3x over."""
-    question = messages[-1]["content"].split("\n\n")[0]
-    if "step by step" in messages[0]["content"]:
-        return "Answer: -1"
-    return "word " * 200 + f"Answer: {GOLD.get(question, '0')}"
+def right_at_length(words: int) -> Callable[..., str]:
+    """Right only without chain of thought, and then after `words` words: 200 make the winner
+    cost CoT's tokens 3x over, 120 about 2.4x (2 samples' worth, too few for a vote), none less
+    than CoT's wrong answer."""
+
+    def answer(
+        model: str, messages: Sequence[Message], temperature: float, seed: int | None
+    ) -> str:
+        question = messages[-1]["content"].split("\n\n")[0]
+        if "step by step" in messages[0]["content"]:
+            return "Answer: -1"
+        return "word " * words + f"Answer: {GOLD.get(question, '0')}"
+
+    return answer
 
 
-def right_direct(
-    model: str, messages: Sequence[Message], temperature: float, seed: int | None
-) -> str:
-    """Right only without chain of thought, in as few words as CoT's wrong answer."""
-    question = messages[-1]["content"].split("\n\n")[0]
-    if "step by step" in messages[0]["content"]:
-        return "Answer: -1"
-    return f"Answer: {GOLD.get(question, '0')}"
-
-
-@pytest.mark.parametrize(("answer", "sc_scored"), [(right_at_length, True), (right_direct, False)])
-def test_cot_sc_is_scored_only_when_the_winners_tokens_buy_two_samples_and_the_verdict_says_why(
-    archive: Archive, answer: Callable[..., str], sc_scored: bool
+@pytest.mark.parametrize(("words", "sc_scored"), [(200, True), (120, False), (0, False)])
+def test_cot_sc_is_scored_only_when_the_winners_tokens_buy_three_samples_and_the_verdict_says_why(
+    archive: Archive, words: int, sc_scored: bool
 ) -> None:
     plain = {"workflow": ["single"], "reasoning": ["direct", "cot"]} | {
         slot: ["none"] for slot in ("planning", "memory", "tool", "reflection")
     }
-    run_search(archive, config("sc", choices=plain), llm=FakeChatModel(answer))
+    run_search(archive, config("sc", choices=plain), llm=FakeChatModel(right_at_length(words)))
     verdict = run_verdict(archive, "sc")
     labels = [v.label for v in verdict.baselines]
     cot = next(v for v in verdict.baselines if v.label == "cot")
-    assert cot.token_ratio >= 2 if sc_scored else cot.token_ratio < 2
+    assert cot.token_ratio >= 3 if sc_scored else cot.token_ratio < 3
     assert any(label.startswith("cot-sc(n=") for label in labels) == sc_scored
     unscored = [line for line in verdict.headline() if "cot-sc not scored" in line]
     assert len(unscored) == (0 if sc_scored else 1)
     assert not any("no baseline scored" in line for line in verdict.headline())
+    if words == 120:  # 2 samples' worth, scored as "cot-sc(n=2)" before: the first sample's vote
+        assert 2 <= cot.token_ratio < 3
+    for baseline in verdict.baselines:  # the realised tokens per item, beside the winner's
+        tokens = f"({baseline.winner_tokens:,.0f} vs {baseline.baseline_tokens:,.0f})"
+        assert tokens in baseline.sentence(verdict.winner_label)
+        if baseline.label.startswith("cot-sc"):
+            samples = int(baseline.label.removeprefix("cot-sc(n=").removesuffix(")"))
+            assert samples >= 3 and samples % 2 == 1
+            assert baseline.baseline_tokens <= baseline.winner_tokens
+    if not sc_scored:
+        assert "CoT is the cost-matched baseline" in unscored[0]
+        assert f"({cot.winner_tokens:,.0f} vs {cot.baseline_tokens:,.0f})" in unscored[0]
 
 
 def test_finalize_scores_more_designs_as_exploratory_and_never_replaces_the_winner(
@@ -260,3 +287,159 @@ def test_the_grid_keeps_near_duplicate_designs_apart() -> None:
         len({free.sample(rng, {"reasoning": "cot"})["reasoning"].max_tokens for _ in range(200)})
         > 20
     )
+
+
+# -- the verdict reads the designs' search evaluations, never their development ones --------------
+
+
+def wrong_on_the_dev_items(run: RunConfig) -> FakeChatModel:
+    """Right with chain of thought on every item but the run's development items, where a design
+    scores 0 against its 1 on the search items. As the refiner it appends a hint; as the meta agent
+    it writes one chain-of-thought design, then designs without it (so that the first is the best
+    design, and the meta agent's parent)."""
+    gsm8k = get_benchmark("gsm8k")
+    dev = {t.question for t in gsm8k.tasks_by_ids(dev_task_ids(gsm8k, run))}
+    designs = [{"workflow": "single", "reasoning": "cot", "tool": "none"}] + [
+        {"workflow": "single", "reasoning": "direct", "memory": memory, "tool": tool}
+        for memory in ("none", {"name": "few_shot", "k": 2})
+        for tool in ("none", "calculator")
+    ]
+
+    def answer(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        system = messages[0]["content"]
+        if system.startswith("You improve the prompts"):
+            return adds_a_hint(model, messages, t, s)
+        if system.startswith("You design LLM agents"):
+            return json.dumps([designs.pop(0)] if designs else [])
+        question = messages[-1]["content"].split("\n\n")[0]
+        if "step by step" in system and question not in dev:
+            return f"Answer: {GOLD.get(question, '0')}"
+        return "Answer: -1"
+
+    return FakeChatModel(answer)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "agents", "operators"),
+    [("mcts", 10, {"refine_every": 2}), ("meta", 4, {})],  # mcts refines after its 8-design start
+    ids=["refine", "meta"],
+)
+def test_the_verdict_never_reads_a_development_evaluation(
+    archive: Archive, strategy: str, agents: int, operators: dict[str, object]
+) -> None:
+    run = strategies_config("dev", strategy, budget=Budget(max_agents=agents), **operators)
+    run_search(archive, run, llm=wrong_on_the_dev_items(run))
+    record, roles = archive.get_run("dev"), archive.run_roles("dev")
+    searched = archive.run_evaluations("dev", split="search")
+    developed = {e.agent_hash for e in searched if roles[e.id] == "dev"}
+    assert record.winner_hash in developed  # what went wrong: the winner was scored on dev items
+    full = [
+        e
+        for e in searched
+        if roles[e.id] == "candidate"
+        and e.status == "complete"
+        and set(e.task_ids) == set(record.search_task_ids)
+    ]
+    verdict = run_verdict(archive, "dev")
+    assert verdict.winner is not None and roles[verdict.winner.id] == "candidate"
+    assert verdict.winner.mean == 1.0
+    assert set(verdict.winner.task_ids) == set(record.search_task_ids)
+    assert verdict.runner_up is not None and verdict.runner_up.n == len(record.search_task_ids)
+    # every fully scored design is in the designs x items matrix, those scored on dev items too
+    assert verdict.selection == (len(full), len(record.search_task_ids))
+    with load_search("dev", storage=archive) as search:  # the Python API reads the same
+        assert search.verdict() == verdict
+
+
+# -- selection overfit: printed only at a size where it means something ---------------------------
+
+
+def noisy(model: str, messages: Sequence[Message], temperature: float, seed: int | None) -> str:
+    """Right or wrong by a hash of the whole request: designs that differ by noise alone."""
+    question = messages[-1]["content"].split("\n\n")[0]
+    asked = "\n".join(m["content"] for m in messages)
+    right = zlib.crc32(asked.encode()) % 2 == 0
+    return f"Answer: {GOLD.get(question, '0') if right else '-1'}"
+
+
+def test_the_overfit_figures_come_with_their_shuffled_reference_from_8_designs_x_20_items(
+    archive: Archive,
+) -> None:
+    run = config(
+        "big", n_search=20, n_holdout=2, race=False, choices={}, budget=Budget(max_agents=8)
+    )
+    run_search(archive, run, llm=FakeChatModel(noisy))
+    verdict = run_verdict(archive, "big")
+    assert verdict.selection == (8, 20)
+    overfit = verdict.overfit
+    assert overfit is not None and (overfit.n_designs, overfit.n_items) == (8, 20)
+    assert overfit.shuffled_low <= overfit.shuffled_pbo <= overfit.shuffled_high
+    assert 0 <= overfit.best_share <= 1
+    (line,) = [line for line in verdict.headline() if line.startswith("selection overfit")]
+    assert f"probability of backtest overfitting {overfit.pbo:.2f}" in line
+    assert f"as if equal: {overfit.shuffled_pbo:.2f}" in line
+    assert f"in {overfit.best_share:.0%} of item bootstraps" in line
+    assert not any(line.startswith("too few designs") for line in verdict.headline())
+    shown = leaderboard_json(archive, "big", limit=10)
+    assert shown["overfit"] == asdict(overfit)
+
+
+def test_below_8_designs_x_20_items_the_verdict_prints_no_overfit_number(archive: Archive) -> None:
+    run_search(archive, config("small"), llm=FakeChatModel(right_when_thinking))
+    verdict = run_verdict(archive, "small")
+    assert verdict.overfit is None and verdict.selection is not None
+    designs, items = verdict.selection
+    assert items == 6 and 2 <= designs < 8
+    assert (
+        f"too few designs or items to estimate selection overfit ({designs} designs x 6 search "
+        "items; the estimate needs 8 x 20)"
+    ) in verdict.headline()
+    assert not any("backtest" in line or "optimism" in line for line in verdict.headline())
+
+
+def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`agentdesign run` with its defaults (4 designs x 6 search items, 8 holdout items), the
+    fake model in place of the real one."""
+    from typer.testing import CliRunner
+
+    from agentdesign.search import _loop
+    from agentdesign.search.cli import _app
+
+    monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(noisy))
+    monkeypatch.setattr(_app, "console", _app.Console(width=400))
+    db = str(tmp_path / "default.db")
+    ran = CliRunner().invoke(_app.app, ["run", "--model", "openai/fake-model", "--storage", db])
+    assert ran.exit_code == 0, ran.output
+    with Archive(db) as archive:
+        run = archive.get_run(archive.list_runs()[0].name)
+        verdict = run_verdict(archive, run.name)
+    assert (len(run.search_task_ids), len(run.holdout_task_ids)) == (6, 8)
+    assert verdict.selection is not None and verdict.selection[1] == 6
+    printed = ran.output.splitlines()
+    assert any(
+        line.startswith("too few designs or items to estimate selection overfit")
+        for line in printed
+    )
+    assert not any("backtest overfitting" in line or "optimism" in line for line in printed)
+    undecided = [v for v in verdict.baselines if v.comparison.ci_low <= 0 <= v.comparison.ci_high]
+    assert undecided  # 8 items show little: the verdict says how little
+    for baseline in undecided:
+        line = baseline.sentence(verdict.winner_label)
+        assert line in printed and "no difference shown (" in line and "80% power" in line
+
+
+def test_a_recorded_verdict_reads_by_todays_rules(tmp_path: Path) -> None:
+    """bench/results/honesty.sqlite holds runs on the embedded model scored before the rules
+    above: its GSM8K winner won 4 of the 4 holdout items it and 2-sample self-consistency
+    disagreed on, which Tango's interval alone called a win (exact p = 0.125)."""
+    copy = tmp_path / "honesty.sqlite"
+    shutil.copy(Path(__file__).parent.parent / "bench" / "results" / "honesty.sqlite", copy)
+    with Archive(str(copy)) as recorded:
+        verdict = run_verdict(recorded, "honest-gsm8k")
+    (sc,) = [b for b in verdict.baselines if b.label.startswith("cot-sc")]
+    assert sc.label == "cot-sc(n=2, an even vote whose ties go to the first sample)"
+    c = sc.comparison
+    assert (c.wins, c.losses, c.n) == (4, 0, 10) and c.p_value == pytest.approx(0.125)
+    assert "no difference shown" in sc.sentence(verdict.winner_label)

@@ -132,7 +132,7 @@ class ProgressReporter(Reporter):
             agent = spec.spec_hash[:10]
             if split == "holdout":
                 self.holdout_done += 1
-                # a baseline the run will not score (cot-sc below 2 samples' worth of the
+                # a baseline the run will not score (cot-sc below 3 samples' worth of the
                 # winner's tokens) leaves the plan once the verdict knows it
                 skipped = len(run_verdict(self.archive, self.run.name).unscored)
                 self.holdout_planned = max(self.holdout_asked - skipped, self.holdout_done)
