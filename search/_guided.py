@@ -18,6 +18,7 @@ from agentdesign.components import SLOTS, AgentSpec
 from agentdesign.search._base import (
     History,
     Proposal,
+    StartUp,
     Strategy,
     crossover,
     merge_prompts,
@@ -87,6 +88,17 @@ class GuidedStrategy(Strategy):
         self._fitted_on: tuple[tuple[str, str, float, float], ...] | None = None
         self._score_model = ValueModel(seed=seed)
         self._cost_model = ValueModel(seed=seed)
+
+    def start_up(self) -> StartUp:
+        """The cold start: rows of the pairwise covering design, which the value model does not
+        choose (the meta agent's designs, from the first complete one on, it screens)."""
+        limit = len(self._initial_design) if self.n_initial is None else self.n_initial
+        drawn = "from a pairwise covering design" + (
+            " (bar the meta agent's)" if self.meta is not None else ""
+        )
+        return StartUp(
+            min(limit, len(self._initial_design)), drawn, "its value model chooses none of them"
+        )
 
     # -- learning: a derived cache, refit whenever the results differ --
 
