@@ -199,7 +199,10 @@ def holdout_reuse(archive: Archive, run_name: str) -> str | None:
     scored = f"this holdout has now scored {len(designs)} designs in {_count(len(runs), 'run')}"
     if commands:
         scored += f" and {_count(len(commands), 'evaluate command')}"
-    return f"{scored} (this run: {len(own)}); {_fresh_holdout(archive, run)}"
+    return (
+        f"{scored} (this run's: {len(own)}): a choice among them made on it is no longer a "
+        f"test; {_fresh_holdout(archive, run)}"
+    )
 
 
 def _fresh_holdout(archive: Archive, run: RunRecord) -> str:
@@ -219,7 +222,7 @@ def _fresh_holdout(archive: Archive, run: RunRecord) -> str:
         return (
             "every split seed tried shares items with a run here: a fresh holdout needs more items"
         )
-    return f"a new run with --split-seed {seed} draws a fresh one, no item of it used here"
+    return f"a new run with --split-seed {seed} draws a fresh holdout, none of its items used here"
 
 
 def _count(n: int, what: str) -> str:

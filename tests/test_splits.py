@@ -237,7 +237,7 @@ def test_every_look_at_a_holdout_is_recorded_and_the_verdict_counts_them(
         designs = {look.agent_hash for look in archive.holdout_looks(benchmark="gsm8k")}
     assert line is not None and len(designs) > len({look.agent_hash for look in own})
     assert line.startswith(f"this holdout has now scored {len(designs)} designs in 2 runs")
-    assert re.search(r"a new run with --split-seed \d+ draws a fresh one", line)
+    assert re.search(r"a new run with --split-seed \d+ draws a fresh holdout", line)
     shown = cli(monkeypatch, tmp_path, f"show a --storage {db}")
     assert f"this holdout has now scored {len(designs)} designs in 2 runs" in shown
     spec = AgentSpec.create(model="openai/fake-model", workflow="debate")
