@@ -59,6 +59,7 @@ from agentdesign.search._strategies import (
 )
 from agentdesign.search._table import REPLAY_FORMAT, ReplayDesign, ReplayTable
 from agentdesign.search._value import (
+    Domain,
     Labelled,
     ValueModel,
     ValueReport,
@@ -77,6 +78,7 @@ __all__ = [
     "BaselineVerdict",
     "Budget",
     "Candidate",
+    "Domain",
     "EvolutionStrategy",
     "Failure",
     "GuidedStrategy",
