@@ -13,6 +13,7 @@ from agentdesign.archive._lease import Heartbeat, worker_id
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
+    HoldoutLookRecord,
     LeaderboardRow,
     ProposalRecord,
     RunRecord,
@@ -26,6 +27,7 @@ __all__ = [
     "ArchiveError",
     "EvaluationRecord",
     "Heartbeat",
+    "HoldoutLookRecord",
     "LeaderboardRow",
     "ProposalRecord",
     "RunRecord",

@@ -15,6 +15,7 @@ from agentdesign.archive._errors import ArchiveError
 
 __all__ = [
     "FINISHED_EVALUATION_STATUSES",
+    "LOOK_SOURCES",
     "PROPOSAL_STATUSES",
     "RUN_ENTRY_ROLES",
     "RUN_STATUSES",
@@ -39,6 +40,8 @@ RUN_STATUSES = ("running", "finished", "failed")
 FINISHED_EVALUATION_STATUSES = ("complete", "pruned", "failed")
 SPLITS = ("search", "holdout", "all")
 RUN_ENTRY_ROLES = ("candidate", "dev", "winner", "baseline", "exploratory")
+# Who scored a design on holdout items: a run's confirmation, or the evaluate command.
+LOOK_SOURCES = ("run", "evaluate")
 # What became of a meta agent's proposal; every status but the first is a refusal or a failure.
 PROPOSAL_STATUSES = ("accepted", "screened", "invalid", "duplicate", "failed")
 

@@ -1,6 +1,6 @@
 """The archive's queries: records by key, task results, leaderboards, the Pareto front, a run's
-totals (its search calls by purpose too), evaluations and meta agent proposals, and an agent's
-lineage. None of them writes.
+totals (its search calls by purpose too), evaluations, meta agent proposals and holdout looks,
+and an agent's lineage. None of them writes.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
+    HoldoutLookRecord,
     LeaderboardRow,
     ProposalRecord,
     RunRecord,
@@ -32,6 +33,7 @@ from agentdesign.archive._records import (
 from agentdesign.archive._tables import (
     AgentRow,
     EvaluationRow,
+    HoldoutLookRow,
     ProposalRow,
     RunEntryRow,
     RunRow,
@@ -340,6 +342,18 @@ class Queries(ArchiveEngine):
             counts = dict.fromkeys(PROPOSAL_STATUSES, 0)
             counts.update({status: int(n) for status, n in rows})
             return counts
+
+    def holdout_looks(self, *, benchmark: str) -> list[HoldoutLookRecord]:
+        """Every design scored on holdout items of `benchmark` (a run's reference), oldest first,
+        whichever run or command scored it (see `record_holdout_look`)."""
+        with self._session() as session:
+            rows = session.exec(
+                select(HoldoutLookRow, RunRow.name)
+                .join(RunRow, col(RunRow.id) == col(HoldoutLookRow.run_id), isouter=True)
+                .where(col(HoldoutLookRow.benchmark) == check.text(benchmark, "benchmark"))
+                .order_by(col(HoldoutLookRow.id))
+            )
+            return [record(HoldoutLookRecord, row, run_name=name) for row, name in rows]
 
     def find_agent(self, prefix: str) -> AgentRecord:
         """The one agent whose spec hash starts with `prefix` (as `git` resolves short hashes)."""

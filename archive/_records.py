@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentRecord",
     "EvaluationRecord",
+    "HoldoutLookRecord",
     "LeaderboardRow",
     "ProposalRecord",
     "RunRecord",
@@ -49,6 +50,7 @@ class RunRecord:
     split_seed: int
     search_task_ids: tuple[str, ...]
     holdout_task_ids: tuple[str, ...]
+    dev_task_ids: tuple[str, ...]
     status: str
     elapsed_s: float
     winner_hash: str | None
@@ -138,6 +140,22 @@ class ProposalRecord:
     spec_hash: str | None
     prompt_tokens: int
     completion_tokens: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class HoldoutLookRecord:
+    """A design scored on holdout items (see `record_holdout_look`): `source` "run" when run
+    `run_name` confirmed it, "evaluate" when the evaluate command scored it (`run_name`: the run
+    it named, if any). `task_ids` are the items scored, sorted."""
+
+    id: int
+    benchmark: str
+    task_ids: tuple[str, ...]
+    run_name: str | None
+    agent_hash: str
+    evaluation_id: int
+    source: str
     created_at: datetime
 
 

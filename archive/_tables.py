@@ -1,4 +1,4 @@
-"""The archive's database tables (schema version 7; `migrations/` upgrades older archives).
+"""The archive's database tables (schema version 8; `migrations/` upgrades older archives).
 
 Every table name starts with `ad_` because the optuna study of each run lives in the same database
 and owns its own unprefixed tables (and `alembic_version`). Stored JSON is written once and never
@@ -19,6 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AgentRow",
     "EvaluationRow",
+    "HoldoutLookRow",
     "MetaRow",
     "ProposalRow",
     "RunEntryRow",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 # The alembic revision of `migrations/versions/` that creates this schema bears the same number.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # The tables optuna 5's RDBStorage creates in a database it shares with the archive; an archive may
 # hold them, any other foreign table means the database belongs to something else.
@@ -95,6 +96,11 @@ class RunRow(_Table, table=True):
     split_seed: int
     search_task_ids: list[str] = _json_column()
     holdout_task_ids: list[str] = _json_column()
+    # The development items a prompt refiner or the meta agent learns failures from: neither
+    # search nor holdout items (empty for a run without them, and for runs stored before).
+    dev_task_ids: list[str] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False, server_default="[]")
+    )
     status: str
     elapsed_s: float
     # The design chosen on search scores alone, recorded before any holdout task runs; never
@@ -302,4 +308,25 @@ class ProposalRow(_Table, table=True):
     spec_hash: str | None = Field(default=None, index=True)
     prompt_tokens: int
     completion_tokens: int
+    created_at: datetime = _timestamp()
+
+
+class HoldoutLookRow(_Table, table=True):
+    """A design scored on holdout items: by a run confirming its winner, baselines and
+    exploratory designs (`source` "run", `run_id` that run), or by `agentdesign evaluate` on
+    items that are some run's holdout (`source` "evaluate", `run_id` the run named with --run,
+    if any). Every look is kept, so that a verdict can say how often its holdout items have been
+    looked at, by any run or command, before and after it."""
+
+    __tablename__ = "ad_holdout_look"
+
+    id: int | None = Field(default=None, primary_key=True)
+    # The benchmark as runs store it (its reference), and the items scored, sorted.
+    benchmark: str = Field(index=True)
+    task_set: str
+    task_ids: list[str] = _json_column()
+    run_id: int | None = Field(default=None, foreign_key="ad_run.id")
+    agent_hash: str = Field(foreign_key="ad_agent.spec_hash")
+    evaluation_id: int = Field(foreign_key="ad_evaluation.id")
+    source: str
     created_at: datetime = _timestamp()

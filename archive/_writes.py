@@ -22,6 +22,7 @@ from sqlmodel import Session, SQLModel, col, select
 from agentdesign.archive import _checks as check
 from agentdesign.archive._checks import (
     FINISHED_EVALUATION_STATUSES,
+    LOOK_SOURCES,
     PROPOSAL_STATUSES,
     RUN_ENTRY_ROLES,
     RUN_STATUSES,
@@ -32,6 +33,7 @@ from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
     AgentRecord,
     EvaluationRecord,
+    HoldoutLookRecord,
     ProposalRecord,
     RunRecord,
     as_utc,
@@ -42,6 +44,7 @@ from agentdesign.archive._records import (
 from agentdesign.archive._tables import (
     AgentRow,
     EvaluationRow,
+    HoldoutLookRow,
     ProposalRow,
     RunEntryRow,
     RunRow,
@@ -71,14 +74,23 @@ class Writes(ArchiveEngine):
         split_seed: int,
         search_task_ids: Sequence[str],
         holdout_task_ids: Sequence[str],
+        dev_task_ids: Sequence[str] = (),
     ) -> RunRecord:
+        """Stores a new run with its split: search, holdout and development items, each set
+        disjoint from the others (a development item is seen by the search as a search item is)."""
         search = check.task_ids(search_task_ids, "search_task_ids")
         holdout = check.task_ids(holdout_task_ids, "holdout_task_ids", allow_empty=True)
-        shared = sorted(set(search) & set(holdout))
-        if shared:
-            raise ArchiveError(
-                f"tasks in both the search and the holdout split: {check.listing(shared)}"
-            )
+        dev = check.task_ids(dev_task_ids, "dev_task_ids", allow_empty=True)
+        for (one, ids), (other, others) in (
+            (("search", search), ("holdout", holdout)),
+            (("development", dev), ("search", search)),
+            (("development", dev), ("holdout", holdout)),
+        ):
+            shared = sorted(set(ids) & set(others))
+            if shared:
+                raise ArchiveError(
+                    f"tasks in both the {one} and the {other} split: {check.listing(shared)}"
+                )
         now = utc_now()
         row = RunRow(
             name=check.text(name, "run name"),
@@ -90,6 +102,7 @@ class Writes(ArchiveEngine):
             split_seed=check.integer(split_seed, "split_seed"),
             search_task_ids=search,
             holdout_task_ids=holdout,
+            dev_task_ids=dev,
             status="running",
             elapsed_s=0.0,
             created_at=now,
@@ -339,6 +352,47 @@ class Writes(ArchiveEngine):
             query = entries.where(col(RunEntryRow.evaluation_id) == evaluation_id)
             _get_or_insert(session, row, lambda: session.exec(query).first())
             return True
+
+    def record_holdout_look(
+        self,
+        *,
+        benchmark: str,
+        evaluation_id: int,
+        source: str,
+        run_name: str | None = None,
+    ) -> HoldoutLookRecord:
+        """Records that evaluation `evaluation_id` scored a design on holdout items of
+        `benchmark` (a run's reference): `source` "run" for run `run_name`'s own confirmation,
+        "evaluate" for the evaluate command (`run_name`: the run it named, if any). A repeat call
+        returns the first record: the same scores looked at again tell nothing new."""
+        checked_source = check.choice(source, LOOK_SOURCES, "look source")
+        if checked_source == "run" and run_name is None:
+            raise ArchiveError("a run's holdout look needs the run's name")
+        with self._write_session() as session:
+            evaluation = self._evaluation_row(session, evaluation_id)
+            run_id = None if run_name is None else ident(self._run_row(session, run_name).id)
+            row = HoldoutLookRow(
+                benchmark=check.text(benchmark, "benchmark"),
+                task_set=evaluation.task_set,
+                task_ids=list(evaluation.task_ids),
+                run_id=run_id,
+                agent_hash=evaluation.agent_hash,
+                evaluation_id=evaluation_id,
+                source=checked_source,
+                created_at=utc_now(),
+            )
+            run_is = (
+                col(HoldoutLookRow.run_id).is_(None)
+                if run_id is None
+                else col(HoldoutLookRow.run_id) == run_id
+            )
+            query = select(HoldoutLookRow).where(
+                col(HoldoutLookRow.evaluation_id) == evaluation_id,
+                col(HoldoutLookRow.source) == checked_source,
+                run_is,
+            )
+            stored = _get_or_insert(session, row, lambda: session.exec(query).first())
+            return record(HoldoutLookRecord, stored, run_name=run_name)
 
     def add_search_call(
         self,

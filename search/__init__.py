@@ -67,6 +67,7 @@ from agentdesign.search._table import (
     save_cells,
 )
 from agentdesign.search._value import (
+    Domain,
     Labelled,
     ValueModel,
     ValueReport,
@@ -86,6 +87,7 @@ __all__ = [
     "BaselineVerdict",
     "Budget",
     "Candidate",
+    "Domain",
     "EvolutionStrategy",
     "Failure",
     "GuidedStrategy",

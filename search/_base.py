@@ -26,6 +26,7 @@ __all__ = [
     "History",
     "Observation",
     "Proposal",
+    "StartUp",
     "Strategy",
     "crossover",
     "history_from_study",
@@ -117,6 +118,17 @@ class Proposal:
         return attrs
 
 
+@dataclass(frozen=True)
+class StartUp:
+    """The designs a strategy proposes before it learns from any result: how many, how they are
+    `drawn`, and what that makes `so` a run whose budget ends among them; the run header says it,
+    so that a tiny budget's "tpe" is not taken for a model-based search."""
+
+    n_designs: int
+    drawn: str
+    so: str
+
+
 class Strategy:
     """Base of every strategy. Subclasses override the `_internal_*` hooks, never `propose`.
 
@@ -160,6 +172,11 @@ class Strategy:
     def learn(self, history: History) -> None:
         """Brings whatever the strategy derives from results (a value model) up to `history`."""
         self._internal_learn(history)
+
+    def start_up(self) -> StartUp | None:
+        """Its start-up designs, if it has any: a strategy that learns from its first result, or
+        never learns, has none."""
+        return None
 
     # -- hooks --
 

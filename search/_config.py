@@ -60,7 +60,11 @@ class RunConfig:
     budget: Budget = field(default_factory=Budget)
     n_search: int = 10
     n_holdout: int = 10
+    # The split's own seed, apart from the strategy's `seed`: runs stored before it was kept
+    # their split seed (their seed), and keep it. A split whose items another run on the same
+    # benchmark in the archive uses the other way round is refused unless allowed (`_splits`).
     split_seed: int = 0
+    allow_split_overlap: bool = False
     seed: int = 0
     concurrency: int = 1
     task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"

@@ -18,6 +18,7 @@ from agentdesign.components import SLOTS, AgentSpec
 from agentdesign.search._base import (
     History,
     Proposal,
+    StartUp,
     Strategy,
     crossover,
     merge_prompts,
@@ -27,7 +28,7 @@ from agentdesign.search._base import (
 )
 from agentdesign.search._refine import PromptRefiner
 from agentdesign.search._space import SearchSpace
-from agentdesign.search._value import ValueModel
+from agentdesign.search._value import Domain, ValueModel
 
 if TYPE_CHECKING:
     from agentdesign.search._meta import MetaAgent
@@ -88,6 +89,17 @@ class GuidedStrategy(Strategy):
         self._score_model = ValueModel(seed=seed)
         self._cost_model = ValueModel(seed=seed)
 
+    def start_up(self) -> StartUp:
+        """The cold start: rows of the pairwise covering design, which the value model does not
+        choose (the meta agent's designs, from the first complete one on, it screens)."""
+        limit = len(self._initial_design) if self.n_initial is None else self.n_initial
+        drawn = "from a pairwise covering design" + (
+            " (bar the meta agent's)" if self.meta is not None else ""
+        )
+        return StartUp(
+            min(limit, len(self._initial_design)), drawn, "its value model chooses none of them"
+        )
+
     # -- learning: a derived cache, refit whenever the results differ --
 
     def _internal_learn(self, history: History) -> None:
@@ -95,10 +107,12 @@ class GuidedStrategy(Strategy):
         key = tuple((r.spec.spec_hash, r.description, r.score, r.weight) for r in rows)
         if key == self._fitted_on:
             return
-        self._score_model = ValueModel(seed=self.seed).fit(rows)
+        # the prior's rows (other benchmarks and models) inform, but do not outvote, the run's own
+        domain = Domain(description=history.description, model=self.space.model)
+        self._score_model = ValueModel(seed=self.seed, domain=domain).fit(rows)
         if self.objective == "score-cost":
             costs = [replace(r, score=math.log1p(r.tokens_per_task)) for r in rows]
-            self._cost_model = ValueModel(seed=self.seed).fit(costs)
+            self._cost_model = ValueModel(seed=self.seed, domain=domain).fit(costs)
         self._fitted_on = key
 
     def predict(

@@ -37,13 +37,14 @@ from agentdesign.evaluators import (
     score_interval,
 )
 from agentdesign.search._base import Strategy, ask_trial, history_from_study, report_items
-from agentdesign.search._config import RunConfig, dev_task_ids
+from agentdesign.search._config import RunConfig
 from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._holdout import HoldoutConfirmation
 from agentdesign.search._operators import ModelOperators
 from agentdesign.search._prior import labelled_from_archive
 from agentdesign.search._reporting import Reporter, RunSummary
 from agentdesign.search._space import SearchSpace
+from agentdesign.search._splits import RunItems, dev_items, run_header
 from agentdesign.search._strategies import make_strategy
 from agentdesign.search._workers import GRACE_BEATS, WorkerTrials, trial_storage
 
@@ -101,7 +102,7 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
         self.examples = examples_from_tasks(benchmark.train_examples())
         self.search_tasks = benchmark.tasks_by_ids(run.search_task_ids)
         self.holdout_tasks = benchmark.tasks_by_ids(run.holdout_task_ids)
-        self.dev_tasks = benchmark.tasks_by_ids(dev_task_ids(benchmark, config))
+        self.dev_tasks = benchmark.tasks_by_ids(dev_items(run, benchmark, config))
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         # optuna warns that heartbeats are meant for Study.optimize; ask-and-tell beats by itself.
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
@@ -167,6 +168,10 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
         those tasks."""
         self.archive.update_run(self.run.name, status="running")
         self.reporter.run_started(self.run)
+        items = RunItems(
+            self.run.search_task_ids, self.run.holdout_task_ids, tuple(t.id for t in self.dev_tasks)
+        )
+        self.reporter.run_header(run_header(self.run, self.config, self.strategy, items))
         reason = None
         holdout: tuple[EvaluationRecord, ...] = ()
         try:
@@ -414,6 +419,13 @@ class _Search(WorkerTrials, HoldoutConfirmation, ModelOperators):
                 role=role,
             )
             opened.append(evaluation)
+            if split == "holdout":  # every look at the holdout is kept, reused scores too
+                self.archive.record_holdout_look(
+                    benchmark=self.run.benchmark,
+                    evaluation_id=evaluation.id,
+                    source="run",
+                    run_name=self.run.name,
+                )
             if evaluation.status != "complete":
                 ran = True
                 self.reporter.agent_started(spec, len(tasks), n_done, split)

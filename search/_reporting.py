@@ -3,6 +3,7 @@ search returns (`RunSummary`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentdesign.archive import EvaluationRecord, RunRecord
@@ -33,6 +34,11 @@ class Reporter:
 
     def run_started(self, run: RunRecord) -> None:
         """The run passed its checks and starts (or resumes) searching."""
+
+    def run_header(self, lines: Sequence[str]) -> None:
+        """The settings that decide what the run sees and proposes, in words, to show under its
+        name: its split seed and items, its strategy, and whether its budget gets the strategy
+        past its start-up designs."""
 
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
         """An evaluation starts, `n_done` of its `n_tasks` already in the archive."""

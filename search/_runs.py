@@ -9,11 +9,12 @@ from dataclasses import asdict, replace
 
 from agentdesign.archive import Archive, ArchiveError, EvaluationRecord, RunRecord, worker_id
 from agentdesign.components import AgentDesignError, ChatModel, check_model
-from agentdesign.evaluators import Benchmark, get_benchmark, make_split
+from agentdesign.evaluators import Benchmark, get_benchmark
 from agentdesign.search._base import Strategy
-from agentdesign.search._config import Budget, RunConfig, dev_task_ids
+from agentdesign.search._config import Budget, RunConfig
 from agentdesign.search._loop import _Search
 from agentdesign.search._reporting import Reporter, RunSummary
+from agentdesign.search._splits import check_split, draw_items
 from agentdesign.search._strategies import make_strategy
 from agentdesign.search._workers import DEFAULT_HEARTBEAT_S
 
@@ -45,7 +46,8 @@ def _create_run(
     benchmark: Benchmark | None = None,
     strategy: Strategy | None = None,
 ) -> RunRecord:
-    """Checks the config, then stores the run with its seeded split (nothing, if a check fails).
+    """Checks the config, then stores the run with its seeded split (nothing, if a check fails,
+    or if the split collides with another run's: see `check_split`).
 
     A `benchmark` or `strategy` object (the Python API's) stands in for the config's name of it."""
     benchmark = benchmark if benchmark is not None else get_benchmark(config.benchmark)
@@ -62,13 +64,8 @@ def _create_run(
         check_model(config.model, api_base=config.api_base)
         if config.meta_model and config.meta_period:
             check_model(config.meta_model, api_base=config.api_base)
-    split = make_split(
-        [t.id for t in benchmark.tasks()],
-        seed=config.split_seed,
-        n_search=config.n_search,
-        n_holdout=config.n_holdout,
-    )
-    dev_task_ids(benchmark, config)  # refused here, before writing, if the pool is too small
+    items = draw_items(benchmark, config)  # refused here, before writing, if the pool is too small
+    check_split(archive, config, items, pool=[t.id for t in benchmark.tasks()])
     run = archive.create_run(
         name=config.name,
         benchmark=config.benchmark,
@@ -77,8 +74,9 @@ def _create_run(
         budget=asdict(config.budget),
         config=config.to_dict(),
         split_seed=config.split_seed,
-        search_task_ids=split.search_ids,
-        holdout_task_ids=split.holdout_ids,
+        search_task_ids=items.search,
+        holdout_task_ids=items.holdout,
+        dev_task_ids=items.dev,
     )
     return run
 

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import optuna
 
 from agentdesign.components import AgentDesignError, NamedRegistry
-from agentdesign.search._base import Strategy
+from agentdesign.search._base import StartUp, Strategy
 from agentdesign.search._evolution import EvolutionStrategy
 from agentdesign.search._guided import GuidedStrategy
 from agentdesign.search._mcts import MctsStrategy
@@ -42,12 +42,24 @@ class OptunaStrategy(Strategy):
         seed: int = 0,
         objective: str = "score",
         sampler: Callable[[int], optuna.samplers.BaseSampler],
+        start_up: StartUp | None = None,
     ) -> None:
         super().__init__(space=space, seed=seed, objective=objective)
         self._make_sampler = sampler
+        self._start_up = start_up
+
+    def start_up(self) -> StartUp | None:
+        return self._start_up
 
     def _internal_sampler(self) -> optuna.samplers.BaseSampler:
         return self._make_sampler(self.seed)
+
+
+# TPE samples this many designs at random before it models any; NSGA-II's first generation, of
+# this many, is random too.
+_TPE_STARTUP = 4
+_NSGA2_POPULATION = 8
+_RANDOM_SEARCH = "this run is a random search"
 
 
 def _random(seed: int) -> optuna.samplers.BaseSampler:
@@ -59,13 +71,13 @@ def _tpe(seed: int) -> optuna.samplers.BaseSampler:
     # optuna flags it experimental, but it is the documented way to handle conditional spaces.
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     return optuna.samplers.TPESampler(
-        seed=seed, multivariate=True, group=True, n_startup_trials=4, constant_liar=True
+        seed=seed, multivariate=True, group=True, n_startup_trials=_TPE_STARTUP, constant_liar=True
     )
 
 
 def _nsga2(seed: int) -> optuna.samplers.BaseSampler:
     # Small generations: a search evaluates tens of designs, not thousands.
-    return optuna.samplers.NSGAIISampler(seed=seed, population_size=8)
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=_NSGA2_POPULATION)
 
 
 _Factory = Callable[..., Strategy]
@@ -115,12 +127,20 @@ register_strategy(
 )
 register_strategy(
     "tpe",
-    functools.partial(OptunaStrategy, sampler=_tpe),
+    functools.partial(
+        OptunaStrategy,
+        sampler=_tpe,
+        start_up=StartUp(_TPE_STARTUP, "at random", _RANDOM_SEARCH),
+    ),
     description="optuna's tree-structured Parzen estimator over the conditional space",
 )
 register_strategy(
     "nsga2",
-    functools.partial(OptunaStrategy, sampler=_nsga2),
+    functools.partial(
+        OptunaStrategy,
+        sampler=_nsga2,
+        start_up=StartUp(_NSGA2_POPULATION, "at random (its first generation)", _RANDOM_SEARCH),
+    ),
     description="optuna's NSGA-II genetic algorithm (score and cost: its Pareto front)",
 )
 register_strategy(

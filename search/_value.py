@@ -5,6 +5,13 @@ picks a winner (real scores do). Features are the design (one-hot components, sc
 pairwise component interactions), hashed words and word pairs of the prompts a design rewrote (so
 rewritten and model-written designs can be screened), hashed words of the benchmark description
 and the model string, so one model learns across benchmarks and a new benchmark starts warm.
+
+Rows of other benchmarks or models (the archive's prior) share the design's effects with the
+run's own rows but do not impose them: for a run's `Domain` (its benchmark and model) every design
+feature has a second, domain-only copy in the ridge (a hierarchical model with benchmark x
+component terms), the trees weigh the prior's rows together as much as the run's, and the
+uncertainty is scaled on the run's rows alone, so a large archive on another benchmark informs a
+new run's first labels without outvoting them.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from threadpoolctl import ThreadpoolController
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo
 
 __all__ = [
+    "Domain",
     "Labelled",
     "ValueModel",
     "ValueReport",
@@ -63,6 +71,29 @@ class Labelled:
     score: float
     tokens_per_task: float = 0.0
     weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The benchmark (by its description, as `Labelled` rows carry it) and model a value model
+    predicts for: a run's own. Rows of any other benchmark or model are its prior.
+
+    `scale` is how large the domain's own effects may be against those it shares with the prior
+    (the scale of the ridge's domain-only features: its one prior on every weight then allows
+    them `scale` times the shared ones' spread); bench/value_prior.py measures it (--scales)."""
+
+    description: str
+    model: str
+    scale: float = 2.0
+
+    def holds(self, specs: Sequence[AgentSpec], descriptions: Sequence[str]) -> np.ndarray:
+        """1.0 for each design of this domain, 0.0 for the others, as a column."""
+        return np.array(
+            [
+                [float(d == self.description and s.model == self.model)]
+                for s, d in zip(specs, descriptions, strict=True)
+            ]
+        ).reshape(len(specs), 1)
 
 
 @dataclass(frozen=True)
@@ -226,15 +257,23 @@ class ValueModel:
     designs each member did not fit (the ridge's leave-one-out residuals, the forest's out-of-bag
     ones): an uncertainty from held-out errors, not from how well it fits its own labels.
 
+    With a `domain` and rows outside it (a prior), the ridge is hierarchical: each design feature
+    gets a domain-only copy (scaled by the domain's `scale`) and an indicator of the domain, so the
+    prior teaches the shared effects and the domain's rows their own departures from them; the
+    trees weigh the prior's rows together as much as the domain's; and the variance is scaled on
+    the domain's rows (at least 5 of them), not on the prior's.
+
     Unfitted (fewer than two results), it predicts the middle of the score range with the widest
     uncertainty, so screening by an optimistic bound then falls back to exploring.
     """
 
-    def __init__(self, *, n_trees: int = 30, seed: int = 0) -> None:
+    def __init__(self, *, n_trees: int = 30, seed: int = 0, domain: Domain | None = None) -> None:
         self._ridge = BayesianRidge()
         self._forest = RandomForestRegressor(
             n_estimators=n_trees, max_features=0.5, random_state=seed, n_jobs=1
         )
+        self._domain = domain
+        self._apart = False  # whether rows outside the domain were fitted (the features split)
         self._fitted = False
         self._scale = 1.0  # held-out squared error over the model's own variance
 
@@ -247,7 +286,14 @@ class ValueModel:
         run would have; its cost is bounded by `_TREE_SAMPLES` designs per tree."""
         self._fitted = len(rows) >= 2
         if self._fitted:
-            x = design_features([r.spec for r in rows], [r.description for r in rows])
+            specs, descriptions = [r.spec for r in rows], [r.description for r in rows]
+            own = (
+                np.ones((len(rows), 1))
+                if self._domain is None
+                else self._domain.holds(specs, descriptions)
+            )
+            self._apart = not own.all()
+            x = self._features(specs, descriptions)
             y = np.array([r.score for r in rows])
             weights = np.array([r.weight for r in rows])
             # scaled to mean 1: BayesianRidge counts designs, not weight, when it estimates the
@@ -258,8 +304,8 @@ class ValueModel:
             )
             with _one_blas_thread():
                 self._ridge.fit(x, y, sample_weight=weights)
-                self._forest.fit(x, y, sample_weight=weights)
-                self._scale = self._held_out_scale(x, y, weights)
+                self._forest.fit(x, y, sample_weight=self._forest_weights(weights, own[:, 0] > 0))
+                self._scale = self._held_out_scale(x, y, weights, own=own[:, 0] > 0)
         return self
 
     def predict(
@@ -270,13 +316,34 @@ class ValueModel:
             return np.zeros(0), np.zeros(0)
         if not self._fitted:
             return np.full(len(specs), 0.5), np.full(len(specs), 0.5)
-        x = design_features(specs, description)
+        x = self._features(specs, [description] * len(specs))
         with _one_blas_thread():
             ridge_mean, ridge_var = self._ridge.predict(x), self._ridge_variance(x)
             trees = self._tree_predictions(x)
         means = np.stack([ridge_mean, trees.mean(axis=0)])
         variance = (ridge_var + trees.var(axis=0)) / 2 + means.var(axis=0)
         return means.mean(axis=0), np.sqrt(np.clip(self._scale * variance, 0.0, None))
+
+    def _forest_weights(self, weights: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """The trees' row weights: the prior's rows together weigh as much as the domain's own.
+        Trees split on whichever features fit most rows, so a large prior would otherwise shape
+        every split and its ranking outvote the run's labels (the ridge has its domain terms)."""
+        if not self._apart or not own.any():
+            return weights
+        balanced = np.array(weights, dtype=float)
+        balanced[~own] *= weights[own].sum() / weights[~own].sum()
+        scaled: np.ndarray = balanced * len(balanced) / balanced.sum()
+        return scaled
+
+    def _features(self, specs: Sequence[AgentSpec], descriptions: Sequence[str]) -> np.ndarray:
+        """The design features; once rows outside the domain were fitted, with their domain-only
+        copy and the domain's indicator after them."""
+        x = design_features(specs, descriptions)
+        if not self._apart:
+            return x
+        assert self._domain is not None
+        own = self._domain.holds(specs, descriptions)
+        return np.hstack([x, self._domain.scale * x * own, own])
 
     def _tree_predictions(self, x: np.ndarray) -> np.ndarray:
         """Each tree's prediction (one row per tree), read from the leaves `tree_.apply` finds:
@@ -295,10 +362,14 @@ class ValueModel:
         variance: np.ndarray = np.clip(posterior, 0.0, None) + noise
         return variance
 
-    def _held_out_scale(self, x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> float:
+    def _held_out_scale(
+        self, x: np.ndarray, y: np.ndarray, weights: np.ndarray, *, own: np.ndarray
+    ) -> float:
         """Mean squared held-out error over the mean predicted variance at the same designs: each
         design predicted by the ridge without it (closed-form leave-one-out) and by the trees
-        whose bootstrap left it out. 1 with fewer than 5 designs, too few to estimate it."""
+        whose bootstrap left it out, over the domain's designs (`own`) where 5 of them were left
+        out by some tree, else over all of them: a prior's errors say little of the run's. 1 with
+        fewer than 5 designs, too few to estimate it."""
         if len(y) < 5:
             return 1.0
         ridge = self._ridge
@@ -317,6 +388,8 @@ class ValueModel:
         for k, in_bag in enumerate(self._forest.estimators_samples_):
             out_of_bag[k, in_bag] = False
         seen = out_of_bag.any(axis=0)  # left out by at least one tree
+        if (seen & own).sum() >= 5:
+            seen = seen & own
         if seen.sum() < 5:
             return 1.0
         oob = np.ma.masked_array(trees, mask=~out_of_bag)
@@ -326,8 +399,8 @@ class ValueModel:
         variance = (ridge_var + forest_var) / 2 + means.var(axis=0)
         errors = (y - means.mean(axis=0)) ** 2
         w = weights[seen]
-        own = float(np.sum(w * variance[seen]))
-        return float(np.sum(w * errors[seen]) / own) if own > 0 else 1.0
+        predicted = float(np.sum(w * variance[seen]))
+        return float(np.sum(w * errors[seen]) / predicted) if predicted > 0 else 1.0
 
 
 def held_out_predictions(

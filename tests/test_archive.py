@@ -137,6 +137,7 @@ def test_new_archive_has_meta_and_prefixed_tables(archive: Archive) -> None:
         "ad_search_call",
         "ad_task_failure",
         "ad_proposal",
+        "ad_holdout_look",
         "ad_alembic_version",
     }
     assert meta == {"schema_version": str(SCHEMA_VERSION), "created_by": "agentdesign"}

@@ -21,6 +21,7 @@ from forked_python import run_forked
 from test_cli import CLI, agentdesign, assert_one_line_error, make_archive_with_a_run
 
 from agentdesign.archive import Archive, ArchiveError
+from agentdesign.archive._tables import SCHEMA_VERSION
 from agentdesign.components import AgentSpec, write_agent_files
 
 # A model litellm knows a provider for; nothing here gets as far as calling it.
@@ -130,12 +131,14 @@ def test_an_empty_postgresql_database_is_no_archive(postgres_schema: Callable[[]
     ("change", "needle"),
     [
         (
-            "UPDATE ad_meta SET value = '8' WHERE key = 'schema_version'",
-            "has archive schema 8, newer than the 7 this agentdesign knows: upgrade agentdesign",
+            f"UPDATE ad_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'",
+            f"has archive schema {SCHEMA_VERSION + 1}, newer than the {SCHEMA_VERSION} this "
+            "agentdesign knows: upgrade agentdesign",
         ),
         (
-            "UPDATE ad_alembic_version SET version_num = '0008'",
-            "has archive schema 0008 (ad_alembic_version), newer than the 7 this agentdesign knows",
+            f"UPDATE ad_alembic_version SET version_num = '{SCHEMA_VERSION + 1:04d}'",
+            f"has archive schema {SCHEMA_VERSION + 1:04d} (ad_alembic_version), newer than the "
+            f"{SCHEMA_VERSION} this agentdesign knows",
         ),
         (
             "UPDATE version_info SET schema_version = 13, library_version = '6.0.0'",
@@ -207,7 +210,11 @@ def test_a_read_only_archive_is_one_line(
     if read_only == "folder":
         shared_folder.chmod(0o555)
     try:
-        refuses(["run", "--name", "x", *OFFLINE_MODEL], needle, db, shared_folder, prefix=prefix)
+        # the kept run's sizes, so that the split is no collision and the write is what fails
+        sizes = ["--n-search", "3", "--n-holdout", "2"]
+        refuses(
+            ["run", "--name", "x", *sizes, *OFFLINE_MODEL], needle, db, shared_folder, prefix=prefix
+        )
         shown = _run([*prefix, *CLI, "show", "kept", "--storage", str(db)], shared_folder)
         if read_only == "file":  # reading still works
             assert shown.returncode == 0 and "kept" in shown.stdout, shown.stderr

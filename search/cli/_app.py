@@ -40,6 +40,7 @@ from agentdesign.evaluators import (
 from agentdesign.search._config import Budget, RunConfig
 from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._runs import finalize_run, resume_search, run_search, run_worker
+from agentdesign.search._splits import holdout_looker, holdout_reuse
 from agentdesign.search._verdict import check_selection, holdout_choice
 from agentdesign.search._workers import DEFAULT_HEARTBEAT_S
 from agentdesign.search.cli._doctor import run_checks
@@ -309,7 +310,9 @@ def evaluate(
     items: Annotated[
         int | None, typer.Option(help="how many items (default: all of a run's split, else 10)")
     ] = None,
-    seed: Annotated[int, typer.Option(help="seed of the split, as a run's --seed")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="seed of the drawn items, as a run's --split-seed, and of the agent")
+    ] = 0,
     model: Annotated[str | None, typer.Option(help="run the spec on another model")] = None,
     concurrency: ConcurrencyOption = 1,
     task_timeout: TaskTimeoutOption = None,
@@ -359,6 +362,7 @@ def evaluate(
                 concurrency=concurrency,
                 timeout_s=task_timeout,
                 seed=seed,
+                on_start=holdout_looker(archive, bench.reference, chosen, run_name=run_name),
             )
         except ProviderError as exc:
             raise ProviderError(
@@ -367,6 +371,7 @@ def evaluate(
             ) from exc
         assert evaluation is not None  # nothing asked it to stop
         summary = summarize([r.score for r in archive.task_results(evaluation.id).values()])
+        reuse = None if run_name is None else holdout_reuse(archive, run_name)
     tokens = evaluation.prompt_tokens + evaluation.completion_tokens
     console.print(
         escape(
@@ -376,6 +381,8 @@ def evaluate(
             f"${evaluation.cost:.4f}"
         )
     )
+    if reuse is not None:
+        console.print(escape(reuse))
 
 
 def _evaluation_items(

@@ -16,6 +16,7 @@ from agentdesign.archive import Archive, LeaderboardRow, ProposalRecord, RunReco
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.evaluators import ScoreSummary
 from agentdesign.search._reporting import RunSummary
+from agentdesign.search._splits import holdout_reuse
 from agentdesign.search._verdict import run_verdict
 from agentdesign.search.cli._format import ci_text, interval_caption, row_summary
 
@@ -127,6 +128,9 @@ def print_leaderboard(
         )
         for line in run_verdict(archive, run.name).headline():
             console.print(escape(line))
+        reuse = holdout_reuse(archive, run.name)
+        if reuse is not None:
+            console.print(escape(reuse))
         meta = _meta_agent_line(archive, run.name)
         if meta is not None:
             console.print(meta)
@@ -213,6 +217,7 @@ def leaderboard_json(
             for b in (() if verdict is None else verdict.baselines)
         ],
         "overfit": None if verdict is None or verdict.overfit is None else asdict(verdict.overfit),
+        "holdout_reuse": None if run is None else holdout_reuse(archive, run.name),
         "leaderboard": [
             p.to_json()
             for p in _placings(archive, run, limit=limit, benchmark=benchmark, model=model)

@@ -67,7 +67,22 @@ MaxTokensOption = Annotated[int | None, typer.Option(help="stop after this many 
 MaxMinutesOption = Annotated[float | None, typer.Option(help="stop after this many minutes")]
 NSearchOption = Annotated[int, typer.Option(help="items each agent is scored on")]
 NHoldoutOption = Annotated[int, typer.Option(help="unseen items that confirm the winners")]
-SeedOption = Annotated[int, typer.Option(help="seed of the strategy and the split")]
+SeedOption = Annotated[int, typer.Option(help="seed of the strategy (the split has its own)")]
+SplitSeedOption = Annotated[
+    int,
+    typer.Option(
+        help="seed of the split into search, holdout and dev items; another one draws a fresh "
+        "holdout"
+    ),
+]
+AllowSplitOverlapOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-split-overlap",
+        help="start the run even if its search sees another run's holdout items here, or its "
+        "holdout holds items another run searched (refused otherwise)",
+    ),
+]
 ConcurrencyOption = Annotated[int, typer.Option(help="tasks run at once (1 for embedded)")]
 RefineEveryOption = Annotated[
     int,
@@ -155,6 +170,8 @@ class RunOptions:
     n_search: NSearchOption = DEFAULT_N_SEARCH
     n_holdout: NHoldoutOption = DEFAULT_N_HOLDOUT
     seed: SeedOption = 0
+    split_seed: SplitSeedOption = 0
+    allow_split_overlap: AllowSplitOverlapOption = False
     concurrency: ConcurrencyOption = 1
     task_timeout: TaskTimeoutOption = None
     refine_every: RefineEveryOption = 0
@@ -188,7 +205,8 @@ class RunOptions:
             budget=budget,
             n_search=self.n_search,
             n_holdout=self.n_holdout,
-            split_seed=self.seed,
+            split_seed=self.split_seed,
+            allow_split_overlap=self.allow_split_overlap,
             seed=self.seed,
             concurrency=self.concurrency,
             task_timeout_s=self.task_timeout,

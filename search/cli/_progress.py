@@ -4,7 +4,7 @@ far, the current design's items, an ETA, then the holdout phase."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from rich.console import Console
@@ -81,6 +81,10 @@ class ProgressReporter(Reporter):
             "", total=None, visible=False, info="", tail=""
         )
         self._count_designs()
+
+    def run_header(self, lines: Sequence[str]) -> None:
+        for line in lines:
+            self.progress.console.print(line, markup=False, highlight=False)
 
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
         if split == "holdout":
