@@ -6,6 +6,7 @@ What is exported, and nothing else (the rest is internal and may change):
   `CallRecord` trace, `TaskBudget`; export with `write_agent_files` and `render_standalone`;
 - models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
   `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
+  `sqlite_disk_full`,
   `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`;
 - extending: the slot base classes a new component subclasses (`Workflow`, `Planning`,
   `Reasoning`, `Memory`, `Tool`, `Reflection`, on `Component`), the types their methods take and
@@ -16,6 +17,8 @@ What is exported, and nothing else (the rest is internal and may change):
   `ConformanceError`);
 - the sandbox for model-written code: `run_python`, `SandboxLimits`, `SandboxResult`,
   `current_isolation`, `Isolation`, `UNSAFE_ENV`;
+- what users hand in, within bounds: `read_regular_file`, `read_text_file`, `decode_text`,
+  `check_nesting`, `check_unicode` and their `MAX_*` limits;
 - errors: `AgentDesignError` and its `SpecError`, `ProviderError`, `ModelUnavailableError`,
   `SandboxUnavailableError`.
 
@@ -32,7 +35,7 @@ from agentdesign.components._build import (
     default_chat_model,
     parse_spec,
 )
-from agentdesign.components._cache import ResponseCache, default_cache_dir
+from agentdesign.components._cache import ResponseCache, default_cache_dir, sqlite_disk_full
 from agentdesign.components._checks import ConformanceError, check_component
 from agentdesign.components._code import CodeWorkflow, check_workflow_source
 from agentdesign.components._embedded import embedded_thread_choice
@@ -46,6 +49,17 @@ from agentdesign.components._errors import (
 )
 from agentdesign.components._export import render_standalone, write_agent_files
 from agentdesign.components._functional import safe_eval
+from agentdesign.components._input import (
+    MAX_DATA_BYTES,
+    MAX_LINE_BYTES,
+    MAX_NESTING,
+    MAX_SETTINGS_BYTES,
+    check_nesting,
+    check_unicode,
+    decode_text,
+    read_regular_file,
+    read_text_file,
+)
 from agentdesign.components._isolation import UNSAFE_ENV, Isolation, current_isolation
 from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components._memory import Example, Lesson, MemoryStore, Recall
@@ -83,6 +97,10 @@ from agentdesign.components._trace import (
 
 __all__ = [
     "DEFAULT_LLM_TIMEOUT_S",
+    "MAX_DATA_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_NESTING",
+    "MAX_SETTINGS_BYTES",
     "REGISTRY",
     "SLOTS",
     "UNSAFE_ENV",
@@ -131,8 +149,11 @@ __all__ = [
     "build_agent",
     "check_component",
     "check_model",
+    "check_nesting",
+    "check_unicode",
     "check_workflow_source",
     "current_isolation",
+    "decode_text",
     "default_cache_dir",
     "default_chat_model",
     "embedded_thread_choice",
@@ -140,9 +161,12 @@ __all__ = [
     "import_litellm",
     "param",
     "parse_spec",
+    "read_regular_file",
+    "read_text_file",
     "register",
     "render_standalone",
     "run_python",
     "safe_eval",
+    "sqlite_disk_full",
     "write_agent_files",
 ]

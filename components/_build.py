@@ -9,6 +9,7 @@ from agentdesign.components._agent import Agent
 from agentdesign.components._cache import ResponseCache, default_cache_dir
 from agentdesign.components._embedded import check_embedded_model
 from agentdesign.components._errors import ModelUnavailableError, SpecError
+from agentdesign.components._input import check_nesting
 from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components._memory import Example
 from agentdesign.components._spec import AgentSpec
@@ -18,9 +19,14 @@ __all__ = ["build_agent", "check_model", "default_chat_model", "parse_spec"]
 
 
 def parse_spec(data: str | Mapping[str, Any]) -> AgentSpec:
-    """An `AgentSpec` from JSON text or a dict; a problem is a `SpecError` naming the field."""
+    """An `AgentSpec` from JSON text or a dict; a problem is a `SpecError` naming the field.
+
+    Text is checked for nesting first: json's recursive parser would end in a RecursionError."""
     try:
-        return AgentSpec.from_json(data) if isinstance(data, str) else AgentSpec.from_dict(data)
+        if isinstance(data, str):
+            check_nesting(data)
+            return AgentSpec.from_json(data)
+        return AgentSpec.from_dict(data)
     except (ValueError, TypeError) as exc:
         raise SpecError(f"invalid agent spec: {exc}") from None
 

@@ -20,7 +20,18 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from agentdesign.components import AgentDesignError, AgentSpec, Environment, NamedRegistry
+from agentdesign.components import (
+    MAX_DATA_BYTES,
+    MAX_LINE_BYTES,
+    AgentDesignError,
+    AgentSpec,
+    Environment,
+    NamedRegistry,
+    check_nesting,
+    check_unicode,
+    decode_text,
+    read_regular_file,
+)
 
 __all__ = [
     "BENCHMARKS",
@@ -34,6 +45,8 @@ __all__ = [
     "get_benchmark",
     "load_jsonl",
     "make_split",
+    "parse_jsonl",
+    "read_data_file",
     "register_benchmark",
 ]
 
@@ -64,7 +77,8 @@ class Score:
     """How good one prediction is, in [0, 1], with what the scorer saw, for the archive.
 
     `error_kind` says why a prediction could not be judged on its merits: "parse" (no answer in
-    the expected form) or "sandbox" (its code was killed by the sandbox); the runner records it.
+    the expected form), "sandbox" (its code was killed by the sandbox) or "scorer_timeout" (the
+    scorer gave up on it in time, as a regex that backtracks without end); the runner records it.
     """
 
     value: float
@@ -239,19 +253,63 @@ def load_jsonl(path: str | os.PathLike[str] | Traversable) -> list[dict[str, Any
     """Reads a JSON Lines file of objects; a bad line raises BenchmarkError naming file and line.
 
     Accepts an `importlib.resources` Traversable so packaged data loads from a wheel or zip too.
+    A path must be a regular file within `MAX_DATA_BYTES` (a device or a pipe would be read for
+    ever), each line within `MAX_LINE_BYTES` and `MAX_NESTING`.
     """
     source: Traversable = Path(path) if isinstance(path, str | os.PathLike) else path
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise BenchmarkError(f"cannot read {source}: {error}") from error
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    if isinstance(source, Path):
+        data = read_data_file(source, limit=MAX_DATA_BYTES)
+    else:
         try:
-            record = json.loads(line)
+            data = source.read_bytes()
+        except OSError as error:
+            raise BenchmarkError(f"cannot read {source}: {error}") from error
+    return parse_jsonl(data, source=str(source))
+
+
+def read_data_file(path: Path, *, limit: int) -> bytes:
+    """The bytes of a user's data or settings file, a regular one of at most `limit` bytes (see
+    `read_regular_file`); anything else is a BenchmarkError naming it."""
+    try:
+        return read_regular_file(path, limit=limit)
+    except OSError as error:
+        raise BenchmarkError(f"cannot read {path}: {error.strerror or error}") from error
+    except ValueError as error:
+        raise BenchmarkError(f"cannot read {path}: {error}") from error
+
+
+def parse_jsonl(data: bytes, *, source: str) -> list[dict[str, Any]]:
+    """The objects of JSON Lines `data`, one a line; a bad line raises BenchmarkError naming
+    `source` and the line.
+
+    Lines end at "\\n" alone, as JSON Lines defines them: `str.splitlines` would also end one at a
+    U+2028 inside a string, which JSON allows raw. A line is refused past `MAX_LINE_BYTES`, nested
+    past `MAX_NESTING`, or holding a lone surrogate (see `check_unicode`).
+    """
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:  # the newline that ends the last line
+        lines.pop()
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        where = f"{source}:{number}"
+        if len(line) > MAX_LINE_BYTES:
+            raise BenchmarkError(
+                f"{where}: a line of {len(line):,} bytes, more than the {MAX_LINE_BYTES:,} allowed"
+            )
+        try:
+            text = decode_text(line)
+            check_nesting(text)
+            record = json.loads(text)
         except json.JSONDecodeError as error:
-            raise BenchmarkError(f"{source}:{number}: invalid JSON ({error.msg})") from error
+            raise BenchmarkError(f"{where}: invalid JSON ({error.msg})") from error
+        except ValueError as error:
+            raise BenchmarkError(f"{where}: {error}") from error
         if not isinstance(record, dict):
-            raise BenchmarkError(f"{source}:{number}: expected a JSON object")
+            raise BenchmarkError(f"{where}: expected a JSON object")
+        if "\\u" in text:  # only an escape can make a lone surrogate
+            try:
+                check_unicode(json.dumps(record, ensure_ascii=False))
+            except ValueError as error:
+                raise BenchmarkError(f"{where}: {error}") from error
         records.append(record)
     return records

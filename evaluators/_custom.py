@@ -16,10 +16,16 @@ few-shot examples, and give the benchmark a name and a description. Every key is
 
 Task ids are "<name>/<line>". The benchmark name carries a digest of the data and of the settings
 that change scores, so an archive never reuses a result across edited or different data.
+
+Files are read within bounds (`read_data_file`): the data a regular file
+of at most `MAX_DATA_BYTES`, the YAML one of `MAX_SETTINGS_BYTES`, nested at most `MAX_NESTING`
+deep, with at most `_MAX_ALIASES` aliases (a "billion laughs" file would otherwise expand into
+gigabytes the moment a setting is read as text).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -34,9 +40,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
+import regex
 import yaml
 
-from agentdesign.components import extract_answer
+from agentdesign.components import (
+    MAX_DATA_BYTES,
+    MAX_NESTING,
+    MAX_SETTINGS_BYTES,
+    check_unicode,
+    extract_answer,
+)
 from agentdesign.evaluators._benchmark import (
     FILE_PREFIX,
     OPENERS,
@@ -45,6 +58,8 @@ from agentdesign.evaluators._benchmark import (
     Score,
     Task,
     load_jsonl,
+    parse_jsonl,
+    read_data_file,
 )
 from agentdesign.evaluators._gsm8k import extract_final_number
 
@@ -61,6 +76,12 @@ _KEYS = (
     "scorer",
 )
 _TOLERANCE = Decimal("1e-6")
+# A settings file needs no YAML aliases; a few are allowed, too few to expand into much.
+_MAX_ALIASES = 16
+# Seconds a gold regex may take on one reply: a pattern that backtracks catastrophically on it
+# (`(a|aa)+$` on a long run of a's) would otherwise hold the interpreter, and the task timeout
+# with it, for hours.
+REGEX_TIMEOUT_S = 1.0
 _LETTERS = string.ascii_uppercase
 # A choice letter as models write it: "B", "(B)", "B)", "B.", "B: Paris", "**B**".
 _LETTER = re.compile(r"^[\s*(\[]*([A-Z])(?:[\s*)\].:,]|$)")
@@ -100,9 +121,23 @@ def _contains(task: Task, prediction: str) -> Score:
 
 
 def _regex(task: Task, prediction: str) -> Score:
+    """A match of the gold pattern, given up after `REGEX_TIMEOUT_S`: that reply scores 0 as
+    "scorer_timeout", a result and not a failure of the run, since the reply is cached and a
+    resume would time out on it again (the `regex` module checks its clock while it backtracks,
+    which `re` cannot be made to do)."""
     answer = extract_answer(prediction)
-    correct = re.search(task.answer, answer) is not None
-    return Score(float(correct), {"prediction": answer, "pattern": task.answer})
+    details = {"prediction": answer, "pattern": task.answer}
+    try:
+        correct = _compiled(task.answer).search(answer, timeout=REGEX_TIMEOUT_S) is not None
+    except TimeoutError:
+        details["error"] = f"no match decided in {REGEX_TIMEOUT_S:g} s"
+        return Score(0.0, details, error_kind="scorer_timeout")
+    return Score(float(correct), details)
+
+
+@functools.cache
+def _compiled(pattern: str) -> Any:
+    return regex.compile(pattern)
 
 
 def _multiple_choice(task: Task, prediction: str) -> Score:
@@ -243,14 +278,19 @@ def open_file_benchmark(path: str) -> Benchmark:
             f"{where}: unknown scorer {scorer_name!r} (choose {', '.join(_BUILTIN_SCORERS)}, "
             "or module:function)"
         )
-    base = str(config.get("name", data_path.stem))
-    digest = hashlib.sha256(
-        json.dumps(settings, sort_keys=True).encode() + _read_bytes(data_path)
-    ).hexdigest()
+    base = config.get("name", data_path.stem)
+    if isinstance(base, int | float) and not isinstance(base, bool):
+        base = str(base)  # `name: 2024` is a number in YAML
+    if not isinstance(base, str) or not base:
+        raise BenchmarkError(f"{where}: name must be a non-empty string")
+    data = read_data_file(data_path, limit=MAX_DATA_BYTES)
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + data).hexdigest()
     name = f"{base}-{digest[:8]}"
-    tasks = _load_tasks(data_path, name, settings)
-    train_path = config.get("train")
-    train = _load_tasks(folder / str(train_path), f"{name}/train", settings) if train_path else []
+    tasks = _tasks(parse_jsonl(data, source=str(data_path)), data_path, name, settings)
+    train: list[Task] = []
+    if config.get("train"):
+        train_path = folder / str(config["train"])
+        train = _tasks(load_jsonl(train_path), train_path, f"{name}/train", settings)
     description = config.get(
         "description",
         f"Questions from {data_path.name} ({len(tasks)} items); a reply scores 1 if "
@@ -273,16 +313,38 @@ _DEFAULTS = {
 }
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise BenchmarkError(f"cannot read {path}: {error.strerror or error}") from error
+class _Unbounded(yaml.YAMLError):  # type: ignore[misc, unused-ignore]  # untyped PyYAML
+    """A settings file past the loader's bounds."""
+
+
+class _SettingsLoader(yaml.SafeLoader):  # type: ignore[misc, unused-ignore]  # untyped PyYAML
+    """YAML's safe loader, with at most `_MAX_ALIASES` aliases and `MAX_NESTING` levels: its
+    composer recurses once a level, and every alias may repeat a whole subtree."""
+
+    def __init__(self, stream: bytes) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > _MAX_ALIASES:
+                raise _Unbounded(f"more than {_MAX_ALIASES} aliases (*name); settings need none")
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise _Unbounded(f"nested more than {MAX_NESTING} deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _read_config(path: Path) -> dict[str, Any]:
     try:
-        config = yaml.safe_load(_read_bytes(path))
+        config = yaml.load(read_data_file(path, limit=MAX_SETTINGS_BYTES), Loader=_SettingsLoader)
+    except _Unbounded as error:
+        raise BenchmarkError(f"{path}: refused: {error}") from error
     except yaml.YAMLError as error:
         raise BenchmarkError(f"{path}: invalid YAML ({str(error).splitlines()[0]})") from error
     if config is None:
@@ -294,11 +356,19 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise BenchmarkError(
             f"{path}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(_KEYS)})"
         )
+    for key, value in config.items():
+        if isinstance(value, str):
+            try:
+                check_unicode(value)
+            except ValueError as error:
+                raise BenchmarkError(f"{path}: {key}: {error}") from None
     return config
 
 
-def _load_tasks(path: Path, prefix: str, settings: Mapping[str, str]) -> list[Task]:
-    records = load_jsonl(path)
+def _tasks(
+    records: Sequence[Mapping[str, Any]], path: Path, prefix: str, settings: Mapping[str, str]
+) -> list[Task]:
+    """The tasks of a data file's `records`, read from `path`, their ids under `prefix`."""
     if not records:
         raise BenchmarkError(f"{path}: no questions (the file is empty)")
     multiple_choice = settings["scorer"] == "multiple_choice"
@@ -376,8 +446,8 @@ def _check_answer(answer: str, settings: Mapping[str, str], where: str) -> None:
         raise BenchmarkError(f"{where}: field {field!r} must hold a number for scorer numeric")
     if settings["scorer"] == "regex":
         try:
-            re.compile(answer)
-        except re.error as error:
+            _compiled(answer)
+        except regex.error as error:
             raise BenchmarkError(
                 f"{where}: field {field!r} is not a valid regex ({error})"
             ) from None

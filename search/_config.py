@@ -4,6 +4,7 @@ joining it or an export rebuilds the same run, and the items that definition dra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -15,7 +16,49 @@ from agentdesign.search._space import SearchSpace
 from agentdesign.search._strategies import check_refinable
 from agentdesign.search._verdict import BASELINES
 
-__all__ = ["Budget", "RunConfig", "default_baselines", "dev_task_ids"]
+__all__ = [
+    "MAX_SEED",
+    "MAX_WAIT_S",
+    "Budget",
+    "RunConfig",
+    "check_seconds",
+    "check_seed",
+    "default_baselines",
+    "dev_task_ids",
+]
+
+# Seeds as numpy's generators take them (the samplers', the bootstrap's).
+MAX_SEED = 2**32 - 1
+# Seconds a timeout may be: the clock's waits (threads, sockets) overflow far past it.
+MAX_WAIT_S = 1_000_000
+# The largest integer an archive stores (a 64-bit column, SQLite's and PostgreSQL's).
+_MAX_INT = 2**63 - 1
+
+
+def check_seed(seed: int, *, name: str = "seed") -> None:
+    """Refuses a seed no generator takes, before a run is written (past it, a run is left
+    running with a traceback, its name taken)."""
+    if not 0 <= seed <= MAX_SEED:
+        raise AgentDesignError(f"{name} must be from 0 to {MAX_SEED}, got {seed}")
+
+
+def check_seconds(seconds: float, *, name: str) -> None:
+    """Refuses a timeout that is not positive, or longer than any wait can be (NaN too)."""
+    if seconds <= 0:
+        raise AgentDesignError(f"{name} must be positive, got {seconds}")
+    if not seconds <= MAX_WAIT_S:
+        raise AgentDesignError(f"{name} must be at most {MAX_WAIT_S:,} seconds, got {seconds}")
+
+
+def _check_numbers(values: Mapping[str, Any], *, what: str) -> None:
+    """Refuses the numbers no archive stores: integers past 64 bits, NaN and infinities."""
+    for name, value in values.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int) and abs(value) > _MAX_INT:
+            raise AgentDesignError(f"{what}{name} must be at most {_MAX_INT}, got {value}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise AgentDesignError(f"{what}{name} must be a finite number, got {value}")
 
 
 @dataclass(frozen=True)
@@ -27,6 +70,7 @@ class Budget:
     max_minutes: float | None = None
 
     def __post_init__(self) -> None:
+        _check_numbers(asdict(self), what="budget ")
         for name, value in asdict(self).items():
             if value is not None and value <= 0:
                 raise AgentDesignError(f"budget {name} must be positive, got {value}")
@@ -92,10 +136,13 @@ class RunConfig:
     grid: bool = True
 
     def __post_init__(self) -> None:
-        if self.task_timeout_s is not None and self.task_timeout_s <= 0:
-            raise AgentDesignError(f"task timeout must be positive, got {self.task_timeout_s}")
-        if self.llm_timeout_s <= 0:
-            raise AgentDesignError(f"LLM timeout must be positive, got {self.llm_timeout_s}")
+        """Refuses every bad setting, so that a run is never written that cannot start."""
+        check_seed(self.seed)
+        check_seed(self.split_seed, name="split_seed")
+        if self.task_timeout_s is not None:
+            check_seconds(self.task_timeout_s, name="task timeout")
+        check_seconds(self.llm_timeout_s, name="LLM timeout")
+        _check_numbers(vars(self), what="")
         if self.refine_every < 0:
             raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
         if self.refine_every:

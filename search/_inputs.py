@@ -16,7 +16,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
-from agentdesign.components import AgentDesignError, Completion, LLMCallError, Message
+from agentdesign.components import (
+    AgentDesignError,
+    Completion,
+    LLMCallError,
+    Message,
+    check_unicode,
+)
 from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task
 
 __all__ = ["PYTHON_PREFIX", "CallableModel", "ItemsBenchmark", "items_benchmark"]
@@ -113,6 +119,11 @@ def _record(item: object, number: int) -> dict[str, Any]:
         raise AgentDesignError(f"item {number}: 'question' must be non-empty text")
     if isinstance(answer, bool) or not isinstance(answer, str | int | float):
         raise AgentDesignError(f"item {number}: 'answer' must be text or a number")
+    for key, text in (("question", question), ("answer", str(answer))):
+        try:
+            check_unicode(text)  # or every call for it fails, and every resume the same way
+        except ValueError as error:
+            raise AgentDesignError(f"item {number}: {key!r} is {error}") from None
     return {**item, "question": question, "answer": str(answer)}
 
 

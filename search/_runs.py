@@ -11,7 +11,7 @@ from agentdesign.archive import Archive, ArchiveError, EvaluationRecord, RunReco
 from agentdesign.components import AgentDesignError, ChatModel, check_model
 from agentdesign.evaluators import Benchmark, get_benchmark
 from agentdesign.search._base import Strategy
-from agentdesign.search._config import Budget, RunConfig
+from agentdesign.search._config import MAX_SEED, Budget, RunConfig
 from agentdesign.search._loop import _Search
 from agentdesign.search._reporting import Reporter, RunSummary
 from agentdesign.search._splits import check_split, draw_items
@@ -123,8 +123,9 @@ def run_worker(
         except ArchiveError:
             archive.get_run(config.name)  # another worker created it meanwhile; else re-raise
     # Each worker seeds its strategy apart, or all would propose the same designs in the same order
-    # and queue behind one another's leases (bench/workers.py measured exactly that).
-    strategy_seed = config.seed + zlib.crc32(worker_id().encode())
+    # and queue behind one another's leases (bench/workers.py measured exactly that); wrapped
+    # round, since the samplers take no seed past MAX_SEED.
+    strategy_seed = (config.seed + zlib.crc32(worker_id().encode())) % (MAX_SEED + 1)
     return _stored_search(
         archive, config.name, None, llm, reporter, heartbeat_s, strategy_seed=strategy_seed
     ).drive()

@@ -12,7 +12,16 @@ from typing import Any
 import numpy as np
 import optuna
 
-from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo, SpecError
+from agentdesign.components import (
+    MAX_SETTINGS_BYTES,
+    REGISTRY,
+    SLOTS,
+    AgentSpec,
+    ParamInfo,
+    SpecError,
+    check_nesting,
+    read_text_file,
+)
 from agentdesign.evaluators import Benchmark
 
 __all__ = [
@@ -290,9 +299,13 @@ def space_from_option(option: str, *, unsuited: frozenset[str] = frozenset()) ->
         presets = ", ".join(SPACE_PRESETS)
         raise SpecError(f"--space must be a preset ({presets}) or a JSON file; got {option!r}")
     try:
-        data = json.loads(path.read_text())
+        text = read_text_file(path, limit=MAX_SETTINGS_BYTES)
+        check_nesting(text)  # json's recursive parser would end in a RecursionError
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}: not valid JSON ({exc})") from None
+    except ValueError as exc:
+        raise SpecError(f"{path}: {exc}") from None
     if not isinstance(data, dict) or set(data) - {"choices", "limits"}:
         raise SpecError(f"{path}: expected an object with 'choices' and/or 'limits'")
     limits = data.get("limits", {})

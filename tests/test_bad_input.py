@@ -7,25 +7,38 @@ after: the same SHA-256 means the command refused before it wrote anything.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
+from conftest import capitals_file
 from forked_python import run_forked
+from rich.console import Console
 from test_cli import CLI, agentdesign, assert_one_line_error, make_archive_with_a_run
 
 from agentdesign.archive import Archive, ArchiveError
 from agentdesign.archive._tables import SCHEMA_VERSION
-from agentdesign.components import AgentSpec, write_agent_files
+from agentdesign.components import AgentDesignError, AgentSpec, write_agent_files
+from agentdesign.components.testing import FakeChatModel
+from agentdesign.search import Budget, RunConfig, create_search, run_worker
+from agentdesign.search._config import MAX_SEED
+from agentdesign.search.cli._progress import progress_bars
 
+SHARED_ENV = {**os.environ, "COLUMNS": "200"}  # as `agentdesign` has it: one server for all
 # A model litellm knows a provider for; nothing here gets as far as calling it.
 OFFLINE_MODEL = ["--model", "openai/fake-model", "--api-base", "http://127.0.0.1:9"]
+# A run of one design, on two search items and one holdout item.
+SMALL_RUN = ["--space", "tiny", "--max-agents", "1", "--n-search", "2", "--n-holdout", "1"]
+SMALL_RUN += ["--baseline", "none"]
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +64,23 @@ def digest(db: Path) -> str:
 
 
 def refuses(
-    args: list[str], needle: str, db: Path, cwd: Path, *, prefix: list[str] | None = None
+    args: list[str],
+    needle: str,
+    db: Path,
+    cwd: Path,
+    *,
+    prefix: list[str] | None = None,
+    code: str | None = None,
 ) -> None:
-    """The command prints one error line with `needle`, exits 2, and leaves `db` as it was."""
+    """The command prints one error line with `needle`, exits 2, and leaves `db` as it was;
+    run under `prefix`, or as the forked `code` (the CLI by default)."""
     before = digest(db)
-    if prefix is None:
-        result = agentdesign(*args, "--storage", str(db), cwd=cwd)
-    else:
+    if prefix is not None:
         result = _run([*prefix, *CLI, *args, "--storage", str(db)], cwd)
+    elif code is not None:
+        result = run_forked(code, *args, "--storage", str(db), cwd=cwd, env=SHARED_ENV, timeout=120)
+    else:
+        result = agentdesign(*args, "--storage", str(db), cwd=cwd)
     assert_one_line_error(result, needle)
     assert digest(db) == before
 
@@ -269,3 +291,225 @@ def test_an_exported_agent_on_an_unknown_embedded_model_is_one_line(tmp_path: Pa
     )
     assert_one_line_error(result, "unknown embedded model 'nosuch'; known: ")
     assert "litellm" not in result.stderr.lower()
+
+
+# --- options that no run can take: refused before the run is written ---------------------------
+
+HUGE = str(10**23)
+SEEDS = "must be from 0 to 4294967295, got"
+LONGEST_WAIT = "must be at most 1,000,000 seconds, got"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--seed", "-5"], f"seed {SEEDS} -5"),
+        (["run", "--seed", HUGE], f"seed {SEEDS} {HUGE}"),
+        (["run", "--seed", str(2**32)], f"seed {SEEDS} {2**32}"),
+        (["run", "--race-alpha", "2"], "racing alpha must be between 0 and 1, got 2.0"),
+        (["run", "--race-alpha", "0"], "racing alpha must be between 0 and 1, got 0.0"),
+        (["run", "--max-agents", HUGE], "budget max_agents must be at most 9223372036854775807"),
+        (["run", "--max-minutes", "nan"], "budget max_minutes must be a finite number, got nan"),
+        (["run", "--task-timeout", "nan"], f"task timeout {LONGEST_WAIT} nan"),
+        (["run", "--task-timeout", "1e300"], f"task timeout {LONGEST_WAIT} 1e+300"),
+        (["run", "--llm-timeout", "inf"], f"LLM timeout {LONGEST_WAIT} inf"),
+        (["run", "--confirm-top", HUGE], "confirm_top must be at most 9223372036854775807"),
+        (["run", "--meta-view", HUGE], "meta_view must be at most 9223372036854775807"),
+        (["worker", "--seed", "-5"], f"seed {SEEDS} -5"),
+        (["worker", "--heartbeat", str(10**7)], "--heartbeat must be from 1 to 1,000,000 seconds"),
+        (["evaluate", "spec.json", "--seed", "-5"], f"--seed {SEEDS} -5"),
+        (["evaluate", "spec.json", "--task-timeout", "nan"], f"--task-timeout {LONGEST_WAIT} nan"),
+        (["evaluate", "spec.json", "--llm-timeout", "nan"], f"--llm-timeout {LONGEST_WAIT} nan"),
+        (["resume", "kept", "--max-minutes", "nan"], "budget max_minutes must be a finite number"),
+        (["resume", "kept", "--llm-timeout", "inf"], f"--llm-timeout {LONGEST_WAIT} inf"),
+    ],
+)
+def test_an_option_no_run_can_take_is_refused_before_anything_is_written(
+    kept: Path, args: list[str], needle: str
+) -> None:
+    (kept.parent / "spec.json").write_text('{"model": "openai/fake-model"}')
+    named = {"run": ["--name", "new"], "worker": ["--run", "new"]}.get(args[0], [])
+    model = OFFLINE_MODEL if args[0] in ("run", "worker") else []
+    refuses([*args, *named, *model], needle, kept, kept.parent)
+
+
+def test_a_refused_option_leaves_the_run_name_usable(tmp_path: Path) -> None:
+    capitals_file(tmp_path, 4)
+    run = ["run", "--name", "s", "--benchmark", "jsonl:capitals.jsonl", *SMALL_RUN, "-s", "s.db"]
+    for bad, needle in ((["--race-alpha", "2"], "racing alpha"), (["--seed", "-5"], "seed")):
+        refused = _run_forked(_FAKE_MODEL_CLI, *run, *bad, cwd=tmp_path)
+        assert_one_line_error(refused, f"error: {needle} must be")
+    done = _run_forked(_FAKE_MODEL_CLI, *run, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    with Archive(str(tmp_path / "s.db")) as archive:
+        assert archive.get_run("s").status == "finished"
+
+
+def test_a_worker_takes_the_largest_seed(tmp_path: Path) -> None:
+    """Each worker adds its own offset to the seed, which must wrap round, not overflow."""
+    config = RunConfig(
+        name="w", model="fake/model", seed=MAX_SEED, budget=Budget(max_agents=1), n_holdout=2
+    )
+    with Archive(str(tmp_path / "w.db")) as archive:
+        summary = run_worker(archive, config, llm=FakeChatModel(lambda *_: "Answer: 3"))
+    assert summary.agents_done == 1
+
+
+def test_the_time_left_of_a_budget_no_run_spends_is_shown() -> None:
+    out = io.StringIO()
+    with progress_bars(Console(file=out, width=100)) as progress:
+        progress.add_task("designs", info="", deadline=time.monotonic() + 1e18)
+    assert "ETA > 999 days" in out.getvalue()
+
+
+# --- benchmark files, settings and specs, read within bounds ------------------------------------
+
+# The CLI in a child that may take 1 GB more than it holds at the start, so that a file that
+# expands without bound ends in MemoryError there (as it did before the bounds) and not here.
+_CAPPED_CLI = (
+    "import resource, sys; from agentdesign.search.cli import main; "
+    "held = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize(); "
+    "resource.setrlimit(resource.RLIMIT_AS, (held + 2**30, resource.RLIM_INFINITY)); "
+    "sys.argv[0] = 'agentdesign'; main()"
+)
+# A billion "lol"s by the tenth level, its anchors in a setting that takes a list of them.
+_LAUGHS = "description:\n  - &l0 lol\n" + "".join(
+    f"  - &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10)
+)
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _bad_files(folder: Path) -> None:
+    """Every bad file the cases below name, in `folder`."""
+    item = '{"question": "Capital of France?", "answer": "Paris"}\n'
+    (folder / "ok.jsonl").write_text(item)
+    (folder / "laughs.yaml").write_text(f"data: ok.jsonl\n{_LAUGHS}name: *l9\n")
+    (folder / "zero.yaml").write_text("data: /dev/zero\n")
+    os.mkfifo(folder / "fifo.jsonl")
+    (folder / "fifo.yaml").write_text("data: fifo.jsonl\n")
+    with (folder / "sparse.jsonl").open("wb") as sparse:
+        sparse.truncate(300 * 2**20)
+    (folder / "long.jsonl").write_text(item + f'{{"question": "{"x" * 9 * 2**20}", "answer": 1}}\n')
+    (folder / "deep.jsonl").write_text(item + f'{{"question": "q", "answer": {_DEEP}}}\n')
+    (folder / "nested.yaml").write_text(f"data: ok.jsonl\ndescription: {_DEEP}\n")
+    (folder / "deep.json").write_text(f'{{"model": "openai/fake-model", "components": {_DEEP}}}')
+    (folder / "half.jsonl").write_text(item + '{"question": "Capital of \\ud800?", "answer": 1}\n')
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--benchmark", "jsonl:laughs.yaml"], "laughs.yaml: refused: more than 16 aliases"),
+        (["run", "--benchmark", "jsonl:zero.yaml"], "cannot read /dev/zero: not a regular file"),
+        (["run", "--benchmark", "jsonl:fifo.yaml"], "fifo.jsonl: not a regular file"),
+        (["run", "--benchmark", "jsonl:sparse.jsonl"], "314,572,800 bytes, more than the"),
+        (["run", "--benchmark", "jsonl:long.jsonl"], "long.jsonl:2: a line of 9,437,"),
+        (["run", "--benchmark", "jsonl:deep.jsonl"], "deep.jsonl:2: arrays and objects nested"),
+        (["run", "--benchmark", "jsonl:nested.yaml"], "nested.yaml: refused: nested more than 64"),
+        (["run", "--space", "deep.json"], "deep.json: arrays and objects nested 100001 deep"),
+        (["run", "--baseline", "deep.json"], "invalid agent spec: arrays and objects nested"),
+        (["evaluate", "deep.json"], "invalid agent spec: arrays and objects nested 100001"),
+        (["run", "--benchmark", "jsonl:half.jsonl"], "half.jsonl:2: text holding a lone surrogate"),
+    ],
+)
+def test_a_bad_file_is_one_line(kept: Path, args: list[str], needle: str) -> None:
+    _bad_files(kept.parent)
+    named = ["--name", "new", *OFFLINE_MODEL] if args[0] == "run" else []
+    refuses([*args, *named], needle, kept, kept.parent, code=_CAPPED_CLI)
+
+
+def test_items_with_a_lone_surrogate_are_refused_writing_nothing(tmp_path: Path) -> None:
+    items = [{"question": "ok", "answer": "a"}, {"question": "\ud800", "answer": "a"}]
+    with pytest.raises(AgentDesignError, match="item 2: 'question' is text holding a lone"):
+        create_search(items, scorer=lambda output, answer: 1.0, storage=tmp_path / "a.db")
+    assert not (tmp_path / "a.db").exists()
+
+
+def test_a_regex_that_backtracks_for_ever_gives_up_and_the_run_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "runs.jsonl").write_text(
+        "".join(f'{{"question": "Run {i}?", "answer": "^(a|aa)+$"}}\n' for i in range(3))
+    )
+    (tmp_path / "runs.yaml").write_text("scorer: regex\n")
+    reply = "Answer: " + "a" * 80 + "!"  # 2**80 ways to fail to match
+    code = _FAKE_MODEL_CLI.replace("'Answer: Paris'", repr(reply))
+    run = ["run", "--benchmark", "jsonl:runs.jsonl", "--name", "r", *SMALL_RUN, "-s", "r.db"]
+    args = [*run, "--task-timeout", "30"]
+    done = run_forked(code, *args, cwd=tmp_path, env=SHARED_ENV, timeout=90)
+    assert done.returncode == 0, done.stderr
+    with Archive(str(tmp_path / "r.db")) as archive:
+        assert archive.get_run("r").status == "finished"
+        (evaluation,) = archive.run_evaluations("r")
+        results = archive.task_results(evaluation.id).values()
+        assert {(r.score, r.error_kind) for r in results} == {(0.0, "scorer_timeout")}
+
+
+# --- a disk that fills up under the archive or the response cache ---------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MB tmpfs of this test's own, to fill up (mounting one needs root)."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)]
+    mounted = subprocess.run(mount, capture_output=True, text=True, check=False)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+def fill(disk: Path, *, leave: int) -> Path:
+    """Fills `disk` until at most `leave` bytes are free; returns the filler, to free them."""
+    filler = disk / "filler"
+    with suppress(OSError), filler.open("wb", buffering=0) as file:  # unbuffered: as much as fits
+        file.write(bytes(max(shutil.disk_usage(disk).free - leave, 0)))
+    return filler
+
+
+# The cache's folder is the first argument; the provider is litellm's mock.
+_MOCK_PROVIDER_CLI = (
+    "import os, sys; os.environ.update(AGENTDESIGN_CACHE_DIR=sys.argv.pop(1), OPENAI_API_KEY='x'); "
+    "from agentdesign.components import import_litellm; "
+    "litellm = import_litellm(); real = litellm.completion; "
+    "litellm.completion = lambda **kw: real(**kw, mock_response='Answer: 3'); "
+    "from agentdesign.search.cli import main; sys.argv[0] = 'agentdesign'; main()"
+)
+
+
+def test_a_full_disk_under_the_archive_is_one_line_and_the_run_resumes(
+    kept_archive: Path, small_disk: Path
+) -> None:
+    db = Path(shutil.copy(kept_archive, small_disk / "kept.db"))
+    with Archive(str(db)) as archive:
+        kept = archive.leaderboard(run_name="kept")
+    filler = fill(small_disk, leave=150_000)  # room to start a run, not to finish it
+    args = ["run", "--name", "new", *OFFLINE_MODEL, *SMALL_RUN, "-s", str(db)]
+    full = run_forked(_FAKE_MODEL_CLI, *args, cwd=small_disk.parent, env=SHARED_ENV, timeout=120)
+    assert_one_line_error(full, f"the disk holding {db} is full: nothing the archive holds is lost")
+    filler.unlink()
+    resume = ["resume", "new", "-s", str(db)]
+    resumed = run_forked(_FAKE_MODEL_CLI, *resume, cwd=small_disk.parent, env=SHARED_ENV)
+    assert resumed.returncode == 0, resumed.stderr
+    with Archive(str(db)) as archive:
+        assert archive.leaderboard(run_name="kept") == kept
+        assert archive.get_run("new").status == "finished"
+
+
+def test_a_full_disk_under_the_response_cache_is_one_line_and_the_run_resumes(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    cache = small_disk / "responses.sqlite"
+    args = [str(small_disk), "run", "--name", "c", *OFFLINE_MODEL, *SMALL_RUN, "-s", "c.db"]
+    filler = fill(small_disk, leave=0)
+    code = _MOCK_PROVIDER_CLI
+    full = run_forked(code, *args, cwd=tmp_path, env=SHARED_ENV, timeout=120)
+    assert_one_line_error(full, f"the disk holding {cache} is full: nothing the archive holds")
+    filler.unlink()
+    resume = [str(small_disk), "resume", "c", "-s", "c.db"]
+    resumed = run_forked(code, *resume, cwd=tmp_path, env=SHARED_ENV, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    with Archive(str(tmp_path / "c.db")) as archive:
+        assert archive.get_run("c").status == "finished"

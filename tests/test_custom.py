@@ -233,8 +233,19 @@ def test_unreadable_files(tmp_path: Path) -> None:
     with pytest.raises(BenchmarkError, match=r"cannot read .*nowhere\.yaml"):
         get_benchmark(f"jsonl:{tmp_path / 'nowhere.yaml'}")
     (tmp_path / "binary.jsonl").write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(BenchmarkError, match=r"cannot read .*binary\.jsonl"):
+    with pytest.raises(BenchmarkError, match=r"binary\.jsonl:1: not UTF-8 text \(byte 0xff at 0\)"):
         get_benchmark(f"jsonl:{tmp_path / 'binary.jsonl'}")
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+def test_a_line_ends_at_a_newline_only(tmp_path: Path, separator: str) -> None:
+    """JSON allows these raw in a string, and `str.splitlines` would end a line at each."""
+    question = f"First line{separator}second line?"
+    raw = json.dumps({"question": question, "answer": "a"}, ensure_ascii=False)
+    assert separator in raw
+    (tmp_path / "data.jsonl").write_text(raw + "\r\n", encoding="utf-8")  # CRLF is fine too
+    (task,) = open_file_benchmark(str(tmp_path / "data.jsonl")).tasks()
+    assert task.question == question
 
 
 def test_a_task_from_the_file_is_a_plain_task(tmp_path: Path) -> None:

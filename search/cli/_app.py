@@ -4,9 +4,10 @@ package; what it prints lives beside it (`_leaderboard`, `_listings`, `_progress
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +19,7 @@ from rich.markup import escape
 from agentdesign.archive import Archive
 from agentdesign.components import (
     DEFAULT_LLM_TIMEOUT_S,
+    MAX_DATA_BYTES,
     UNSAFE_ENV,
     AgentDesignError,
     AgentSpec,
@@ -27,6 +29,7 @@ from agentdesign.components import (
     check_model,
     default_chat_model,
     parse_spec,
+    read_text_file,
     write_agent_files,
 )
 from agentdesign.evaluators import (
@@ -37,12 +40,19 @@ from agentdesign.evaluators import (
     make_split,
     summarize,
 )
-from agentdesign.search._config import Budget, RunConfig
+from agentdesign.search._config import (
+    MAX_WAIT_S,
+    Budget,
+    RunConfig,
+    check_seconds,
+    check_seed,
+)
 from agentdesign.search._evaluation import evaluate_agent
 from agentdesign.search._runs import finalize_run, resume_search, run_search, run_worker
 from agentdesign.search._splits import holdout_looker, holdout_reuse
 from agentdesign.search._verdict import check_selection, holdout_choice
 from agentdesign.search._workers import DEFAULT_HEARTBEAT_S
+from agentdesign.search.cli._disk import full_disk_error
 from agentdesign.search.cli._doctor import run_checks
 from agentdesign.search.cli._format import print_json
 from agentdesign.search.cli._leaderboard import (
@@ -79,10 +89,19 @@ app = typer.Typer(
 console = Console()
 
 
-def _open(storage: str, *, create: bool = False) -> Archive:
+@contextlib.contextmanager
+def _open(storage: str, *, create: bool = False) -> Iterator[Archive]:
     """The archive; only the commands that start work make one where there is none (a mistyped
-    path for `show` says so instead of leaving an empty archive behind)."""
-    return Archive(storage, create=create)
+    path for `show` says so instead of leaving an empty archive behind). A disk that fills up
+    under it while the command runs ends the command with one line (see `full_disk_error`)."""
+    with Archive(storage, create=create) as archive:
+        try:
+            yield archive
+        except Exception as error:
+            full = full_disk_error(error, archive=archive)
+            if full is None:
+                raise
+            raise full from error
 
 
 def _allow_unsafe_sandbox(allowed: bool) -> None:
@@ -92,8 +111,7 @@ def _allow_unsafe_sandbox(allowed: bool) -> None:
 
 
 def _chat_model(api_base: str | None, llm_timeout: float) -> ChatModel:
-    if llm_timeout <= 0:
-        raise AgentDesignError(f"--llm-timeout must be positive, got {llm_timeout}")
+    check_seconds(llm_timeout, name="--llm-timeout")
     return default_chat_model(api_base=api_base, timeout_s=llm_timeout)
 
 
@@ -140,8 +158,10 @@ def worker(
     The run options only apply if this worker is the one that starts the run.
     """
     _allow_unsafe_sandbox(unsafe_sandbox)
-    if heartbeat < 1:
-        raise AgentDesignError(f"--heartbeat must be at least 1 second, got {heartbeat}")
+    if not 1 <= heartbeat <= MAX_WAIT_S:
+        raise AgentDesignError(
+            f"--heartbeat must be from 1 to {MAX_WAIT_S:,} seconds, got {heartbeat}"
+        )
     config = options.config(run_name)
     with _open(storage, create=True) as archive:
         summary = run_worker(archive, config, heartbeat_s=heartbeat)
@@ -326,16 +346,17 @@ def evaluate(
     Tasks the provider fails are not scored: the same command runs them again later."""
     _allow_unsafe_sandbox(unsafe_sandbox)
     try:
-        text = spec_file.read_text()
-    except OSError as err:
-        raise AgentDesignError(f"cannot read {spec_file}: {err.strerror}") from None
+        text = read_text_file(spec_file, limit=MAX_DATA_BYTES)
+    except ValueError as err:
+        raise AgentDesignError(f"cannot read {spec_file}: {err}") from None
     spec = parse_spec(text)
     if model is not None:
         spec = spec.set_params(model=model)
     if items is not None and items < 1:
         raise AgentDesignError(f"--items must be at least 1, got {items}")
-    if task_timeout is not None and task_timeout <= 0:
-        raise AgentDesignError(f"--task-timeout must be positive, got {task_timeout}")
+    if task_timeout is not None:
+        check_seconds(task_timeout, name="--task-timeout")
+    check_seed(seed, name="--seed")
     check_concurrency(concurrency)  # here too, before the archive is opened (or made)
     split = split or ("holdout" if run_name is not None else "search")
     if split not in ("search", "holdout", "all"):
@@ -478,3 +499,9 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(130)
+    except Exception as exc:  # a full disk before an archive was open: the response cache's
+        full = full_disk_error(exc, archive=None)
+        if full is None:
+            raise
+        print(f"error: {full}", file=sys.stderr)
+        sys.exit(2)

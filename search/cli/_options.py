@@ -13,7 +13,13 @@ from typing import Annotated, Any, get_type_hints
 
 import typer
 
-from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, AgentDesignError, parse_spec
+from agentdesign.components import (
+    DEFAULT_LLM_TIMEOUT_S,
+    MAX_DATA_BYTES,
+    AgentDesignError,
+    parse_spec,
+    read_text_file,
+)
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search._config import Budget, RunConfig, default_baselines
 from agentdesign.search._space import SPACE_PRESETS, space_from_option, unsuited_components
@@ -263,11 +269,11 @@ def _baselines(options: Sequence[str]) -> list[dict[str, Any]]:
             continue
         path = Path(option)
         try:
-            text = path.read_text()
-        except OSError as err:
+            text = read_text_file(path, limit=MAX_DATA_BYTES)
+        except ValueError as err:
             raise AgentDesignError(
                 f"--baseline {option!r} is neither {' nor '.join(BASELINES)} nor a readable "
-                f"spec file ({err.strerror})"
+                f"spec file ({err})"
             ) from None
         chosen.append({"label": path.stem, "spec": parse_spec(text).to_dict()})
     return chosen

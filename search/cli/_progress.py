@@ -225,6 +225,9 @@ class ProgressReporter(Reporter):
         return min(bounds) + holdout if bounds else None
 
 
+_LONGEST_ETA_S = 999 * 86_400
+
+
 class _EtaColumn(ProgressColumn):
     """The run's row: the time left, counting down between updates (rich's own estimate needs
     steps faster than its 30-second window, and a design takes minutes). Other rows: `tail`."""
@@ -235,7 +238,10 @@ class _EtaColumn(ProgressColumn):
         deadline = task.fields["deadline"]
         if deadline is None:
             return Text("ETA -:--:--")
-        return Text(f"ETA {timedelta(seconds=round(max(deadline - time.monotonic(), 0)))}")
+        left = max(deadline - time.monotonic(), 0)
+        if left > _LONGEST_ETA_S:  # a budget of 10**18 agents, say: past what timedelta holds
+            return Text(f"ETA > {_LONGEST_ETA_S // 86_400} days")
+        return Text(f"ETA {timedelta(seconds=round(left))}")
 
 
 def progress_bars(out: Console) -> Progress:
