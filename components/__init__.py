@@ -3,7 +3,8 @@
 What is exported, and nothing else (the rest is internal and may change):
 
 - specs and agents: `AgentSpec`, `parse_spec`, `build_agent`, `Agent`, `AgentResult` with its
-  `CallRecord` trace, `TaskBudget`; export with `write_agent_files` and `render_standalone`;
+  `CallRecord` trace, `TaskBudget`; export with `write_export` (an `ExportedAgent` folder) and
+  `render_export`;
 - models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
   `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
   `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`;
@@ -44,7 +45,7 @@ from agentdesign.components._errors import (
     SandboxUnavailableError,
     SpecError,
 )
-from agentdesign.components._export import render_standalone, write_agent_files
+from agentdesign.components._export import ExportedAgent, render_export, write_export
 from agentdesign.components._functional import safe_eval
 from agentdesign.components._isolation import UNSAFE_ENV, Isolation, current_isolation
 from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
@@ -102,6 +103,7 @@ __all__ = [
     "EnvironmentFailed",
     "Episode",
     "Example",
+    "ExportedAgent",
     "Isolation",
     "LLMCallError",
     "Lesson",
@@ -141,8 +143,8 @@ __all__ = [
     "param",
     "parse_spec",
     "register",
-    "render_standalone",
+    "render_export",
     "run_python",
     "safe_eval",
-    "write_agent_files",
+    "write_export",
 ]

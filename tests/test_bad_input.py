@@ -21,7 +21,7 @@ from forked_python import run_forked
 from test_cli import CLI, agentdesign, assert_one_line_error, make_archive_with_a_run
 
 from agentdesign.archive import Archive, ArchiveError
-from agentdesign.components import AgentSpec, write_agent_files
+from agentdesign.components import AgentSpec, write_export
 
 # A model litellm knows a provider for; nothing here gets as far as calling it.
 OFFLINE_MODEL = ["--model", "openai/fake-model", "--api-base", "http://127.0.0.1:9"]
@@ -256,7 +256,9 @@ def test_a_scorer_that_raises_fails_the_run_which_resumes_once_it_is_fixed(
 
 
 def test_an_exported_agent_on_an_unknown_embedded_model_is_one_line(tmp_path: Path) -> None:
-    _, py = write_agent_files(AgentSpec.create(model="fake/model"), train_examples=(), out=tmp_path)
+    py = write_export(
+        AgentSpec.create(model="fake/model"), train_examples=(), out=tmp_path
+    ).agent_file
     result = _run(
         [sys.executable, str(py), "--model", "embedded/nosuch", "What is 2 + 2?"], tmp_path
     )
