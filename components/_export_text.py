@@ -96,17 +96,19 @@ def rehearse(spec: AgentSpec, *, examples: Sequence[Example], question: str | No
     """The design's calls for `question` (a placeholder if None), through the engine's own code.
 
     A workflow written as code runs only in the sandbox, so it is not rehearsed: one solver
-    attempt is, which is what the program's `agent.attempt` makes. A plugin's workflow that fails
-    on placeholders leaves the calls it made before, and says why.
+    attempt is, which is what the program's `agent.attempt` makes. A plugin's component that
+    fails on placeholders leaves the calls made before, and says why.
     """
     asked = question if question is not None else PLACEHOLDER_QUESTION
     model = _StandIn()
     agent = Agent(spec, llm=model, train_examples=examples)
     trace = Trace(budget=TaskBudget())
-    recall = agent.memory.recall(asked, agent.store)
-    solver = _RehearsalSolver(spec, model, trace, recall)
+    recalled: tuple[Example, ...] = ()
     note = ""
     try:
+        recall = agent.memory.recall(asked, agent.store)
+        recalled = recall.examples
+        solver = _RehearsalSolver(spec, model, trace, recall)
         if isinstance(agent.workflow, CodeWorkflow):
             note = (
                 "The workflow is a program (the workflow's `source` in agent.py), run in the "
@@ -118,9 +120,9 @@ def rehearse(spec: AgentSpec, *, examples: Sequence[Example], question: str | No
             agent.workflow.run(solver, asked)
     except TaskBudgetExceeded as exc:
         note = f"The task's budget ends the question here: {exc}."
-    except Exception as exc:  # a plugin's workflow may expect real replies
+    except Exception as exc:  # a plugin's component may expect real replies
         note = f"The rehearsal stopped here: {type(exc).__name__}: {exc}."
-    return Rehearsal(asked, tuple(trace.records), tuple(model.calls), recall.examples, note)
+    return Rehearsal(asked, tuple(trace.records), tuple(model.calls), recalled, note)
 
 
 # --- the agent file ------------------------------------------------------------------------------

@@ -323,6 +323,27 @@ def test_the_prompts_file_shows_what_the_engine_sends(spec: AgentSpec) -> None:
         assert example.question in prompts and example.answer in prompts
 
 
+def test_a_workflow_that_fails_on_placeholders_still_exports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plugin's workflow may expect real replies: the prompts file keeps the calls it made
+    and says where and why the rehearsal stopped."""
+    from agentdesign.components._workflows import SinglePass
+
+    def fails(self: SinglePass, solver: Any, question: str) -> Any:
+        solver.call(
+            "solver", [{"role": "user", "content": question}], temperature=0.0, seed=0, max_tokens=8
+        )
+        raise ValueError("wants a real reply")
+
+    monkeypatch.setattr(SinglePass, "run", fails)
+    prompts = render_export(AgentSpec.create(model=MODEL), train_examples=())["prompts.md"]
+    assert "### Call 1: solver" in prompts
+    assert "The rehearsal stopped here: ValueError: wants a real reply." in " ".join(
+        prompts.split()
+    )
+
+
 # --- running it elsewhere, with only litellm ----------------------------------------------------
 
 
