@@ -3,7 +3,8 @@
 What is exported, and nothing else (the rest is internal and may change):
 
 - specs and agents: `AgentSpec`, `parse_spec`, `build_agent`, `Agent`, `AgentResult` with its
-  `CallRecord` trace, `TaskBudget`; export with `write_agent_files` and `render_standalone`;
+  `CallRecord` trace, `TaskBudget`; export with `write_export` (an `ExportedAgent` folder) and
+  `render_export`;
 - models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
   `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
   `sqlite_disk_full`,
@@ -47,7 +48,7 @@ from agentdesign.components._errors import (
     SandboxUnavailableError,
     SpecError,
 )
-from agentdesign.components._export import render_standalone, write_agent_files
+from agentdesign.components._export import ExportedAgent, render_export, write_export
 from agentdesign.components._functional import safe_eval
 from agentdesign.components._input import (
     MAX_DATA_BYTES,
@@ -120,6 +121,7 @@ __all__ = [
     "EnvironmentFailed",
     "Episode",
     "Example",
+    "ExportedAgent",
     "Isolation",
     "LLMCallError",
     "Lesson",
@@ -164,9 +166,9 @@ __all__ = [
     "read_regular_file",
     "read_text_file",
     "register",
-    "render_standalone",
+    "render_export",
     "run_python",
     "safe_eval",
     "sqlite_disk_full",
-    "write_agent_files",
+    "write_export",
 ]

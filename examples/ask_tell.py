@@ -89,8 +89,8 @@ def main() -> None:
         print(f"winner {verdict.winner_label}: {search.best.describe() if search.best else '-'}")
         for line in verdict.headline():
             print(line)
-        spec_json, program = search.export("exported")
-        print(f"exported {spec_json} and {program}")
+        exported = search.export("exported")
+        print(f"exported {exported.folder}: run it with python {exported.agent_file} QUESTION")
 
 
 if __name__ == "__main__":

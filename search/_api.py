@@ -30,13 +30,14 @@ from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     ChatModel,
+    ExportedAgent,
     Message,
     build_agent,
-    write_agent_files,
 )
 from agentdesign.evaluators import Benchmark, BenchmarkError, Task, get_benchmark
 from agentdesign.search._base import Strategy
 from agentdesign.search._config import Budget, RunConfig
+from agentdesign.search._export import export_design
 from agentdesign.search._inputs import PYTHON_PREFIX, CallableModel, Scorer, items_benchmark
 from agentdesign.search._loop import _Search
 from agentdesign.search._reporting import Reporter, RunSummary
@@ -224,13 +225,25 @@ class Search:
 
     def export(
         self, out: str | os.PathLike[str], *, spec: AgentSpec | None = None
-    ) -> tuple[Path, Path]:
-        """Writes `spec` (default: `best`) as `agent_<hash>.json` and a standalone `.py` into
-        `out`; returns both paths."""
+    ) -> ExportedAgent:
+        """Writes `spec` (default: `best`) as a folder `agent_<hash>` in `out`: the agent file,
+        its prompts, the evidence from this run, the runtime (see `write_export`)."""
         chosen = spec if spec is not None else self.best
         if chosen is None:
             raise AgentDesignError(f"no finished design to export in run {self.name}")
-        return write_agent_files(chosen, train_examples=self._engine.examples, out=Path(out))
+        if chosen.spec_hash == self.run.winner_hash:
+            why = "its recorded winner"
+        else:
+            why = "given to export" if spec is not None else "its best so far (no winner yet)"
+        return export_design(
+            self._archive,
+            self.name,
+            chosen,
+            out=Path(out),
+            train_examples=self._engine.examples,
+            question=self._engine.search_tasks[0].question if self._engine.search_tasks else None,
+            chosen_as=why,
+        )
 
     # -- closing --
 

@@ -3,6 +3,7 @@ items with a custom scorer, strategy and model objects, bad input, and the runna
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -142,8 +143,12 @@ def test_optimize_runs_the_loop_and_ends_with_the_holdout_verdict(tmp_path: Path
         assert search.best["reasoning"].name == "scratchpad"  # the only design that works
         verdict = search.verdict().headline()
         assert any(line.startswith(f"winner {winner[:10]} vs baseline cot:") for line in verdict)
-        spec_json, program = search.export(tmp_path / "out")
-        assert spec_json.is_file() and program.is_file() and winner[:10] in program.name
+        exported = search.export(tmp_path / "out")
+        assert exported.spec_file.is_file() and exported.agent_file.is_file()
+        assert exported.folder.name == f"agent_{winner[:10]}"
+        evidence = json.loads(exported.evidence_file.read_text())
+        assert evidence["chosen_as"] == "its recorded winner"
+        assert evidence["verdict"]["winner"] == winner and evidence["verdict"]["baselines"]
 
 
 def test_load_search_resumes_and_asks_again_for_what_it_cannot_store(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from test_cli import CLI, agentdesign, assert_one_line_error, make_archive_with_
 
 from agentdesign.archive import Archive, ArchiveError
 from agentdesign.archive._tables import SCHEMA_VERSION
-from agentdesign.components import AgentDesignError, AgentSpec, write_agent_files
+from agentdesign.components import AgentDesignError, AgentSpec, write_export
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import Budget, RunConfig, create_search, run_worker
 from agentdesign.search._config import MAX_SEED
@@ -285,7 +285,9 @@ def test_a_scorer_that_raises_fails_the_run_which_resumes_once_it_is_fixed(
 
 
 def test_an_exported_agent_on_an_unknown_embedded_model_is_one_line(tmp_path: Path) -> None:
-    _, py = write_agent_files(AgentSpec.create(model="fake/model"), train_examples=(), out=tmp_path)
+    py = write_export(
+        AgentSpec.create(model="fake/model"), train_examples=(), out=tmp_path
+    ).agent_file
     result = _run(
         [sys.executable, str(py), "--model", "embedded/nosuch", "What is 2 + 2?"], tmp_path
     )

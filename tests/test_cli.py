@@ -132,8 +132,10 @@ def test_show_and_export_from_an_archive(tmp_path: Path) -> None:
     assert "holdout" in shown.stdout
     exported = agentdesign("export", "--storage", str(db), "--out", "out", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
-    files = sorted(p.suffix for p in (tmp_path / "out").iterdir())
-    assert files == [".json", ".py"]
+    (folder,) = (tmp_path / "out").iterdir()
+    assert {"agent.py", "prompts.md", "evidence.json", "spec.json"} <= {
+        p.name for p in folder.iterdir()
+    }
     assert_one_line_error(
         agentdesign("export", "--storage", str(db), "--agent", "zzzz", cwd=tmp_path), "zzzz"
     )
@@ -235,12 +237,16 @@ def test_real_search_kill_resume_and_export_on_smollm2(
 
     exported = agentdesign("export", "real", "--storage", str(db), "--out", "out", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
-    script = next((tmp_path / "out").glob("*.py"))
+    (folder,) = (tmp_path / "out").iterdir()
     standalone = tmp_path / "elsewhere"
-    standalone.mkdir()
-    shutil.copy(script, standalone / "agent.py")
+    shutil.copytree(folder, standalone / "shipped")
     answered = subprocess.run(
-        [sys.executable, "agent.py", "Tom has 3 apples and buys 4 more. How many apples?"],
+        [
+            sys.executable,
+            "-I",
+            "shipped/agent.py",
+            "Tom has 3 apples and buys 4 more. How many apples?",
+        ],
         cwd=standalone,
         capture_output=True,
         text=True,
@@ -289,8 +295,8 @@ def test_finalize_show_lineage_pareto_export_and_report(tmp_path: Path) -> None:
 
     with Archive(str(db)) as archive:
         front = {row.agent_hash[:10] for row in archive.pareto(run_name="kept")}
-    written = {p.stem.removeprefix("agent_") for p in (tmp_path / "p").iterdir()}
-    assert front and written == front and len(list((tmp_path / "p").iterdir())) == 2 * len(front)
+    written = {p.name.removeprefix("agent_") for p in (tmp_path / "p").iterdir()}
+    assert front and written == front  # a folder for each
     assert "agentdesign evaluate" in exported.stdout
     report = agentdesign("report", "kept", "-o", "r.html", "--storage", str(db), cwd=tmp_path)
     assert report.returncode == 0, report.stderr

@@ -3,10 +3,8 @@ deduplicated, screened, recorded; and workflows written as code, run in the sand
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,8 +22,9 @@ from agentdesign.components import (
     Message,
     build_agent,
     check_workflow_source,
-    render_standalone,
+    write_export,
 )
+from agentdesign.components._export import load_exported_agent
 from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import examples_from_tasks, get_benchmark
 from agentdesign.search import (
@@ -424,18 +423,15 @@ def test_a_code_workflow_exports_and_answers_as_in_the_archive(tmp_path: Path) -
             e for e in archive.run_evaluations("export") if e.agent_hash == spec.spec_hash
         )
         recorded = archive.task_results(evaluation.id)
-    path = tmp_path / "code_agent.py"
     gsm8k = get_benchmark("gsm8k")
-    path.write_text(
-        render_standalone(spec, train_examples=examples_from_tasks(gsm8k.train_examples()))
-    )
-    loaded = importlib.util.spec_from_file_location("code_agent", path)
-    assert loaded is not None and loaded.loader is not None
-    module = importlib.util.module_from_spec(loaded)
-    sys.modules["code_agent"] = module  # dataclasses look their module up while defining
-    loaded.loader.exec_module(module)
-    assert module.SPEC.to_json() == spec.to_json()  # the file carries the workflow's source
-    exported = module.Agent(
+    folder = write_export(
+        spec, train_examples=examples_from_tasks(gsm8k.train_examples()), out=tmp_path
+    ).folder
+    module = load_exported_agent(folder, name="code_agent")
+    assert module.SPEC.to_json() == spec.to_json()  # the agent file carries the workflow's code
+    source = spec["workflow"].get_params()["source"]
+    assert source in (folder / "prompts.md").read_text()
+    exported = module.runtime.Agent(
         module.SPEC, llm=FakeChatModel(designs_and_answers), train_examples=module.EXAMPLES
     )
     questions = {t.question: t.id for t in gsm8k.tasks()}

@@ -3,7 +3,6 @@ strategy through entry points alone, and they list, search and export like the b
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -20,8 +19,9 @@ from agentdesign.components import (
     Message,
     NamedRegistry,
     build_agent,
-    render_standalone,
+    write_export,
 )
+from agentdesign.components._export import load_exported_agent
 from agentdesign.components._plugins import PluginGroup
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import BENCHMARKS, available_benchmarks, get_benchmark
@@ -98,22 +98,18 @@ def test_the_plugin_workflow_exports_with_its_module_inlined(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = AgentSpec.create(model="fake/model", workflow={"name": "demo_twice"})
-    source = render_standalone(spec, train_examples=(), filename="agent.py")
+    folder = write_export(spec, train_examples=(), out=tmp_path).folder
     header = "It carries plugin_demo.workflow (copied from the plugin distribution plugin-demo)"
-    assert header in source
-    assert "import plugin_demo" not in source and "from plugin_demo" not in source
-    path = tmp_path / "agent.py"
-    path.write_text(source)
-    module_spec = importlib.util.spec_from_file_location("exported_plugin_agent", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    monkeypatch.setitem(sys.modules, module_spec.name, module)  # dataclasses look themselves up
-    module_spec.loader.exec_module(module)
-    assert type(module.SPEC["workflow"]).__module__ == "exported_plugin_agent"  # its own copy
+    assert header in " ".join((folder / "agent.py").read_text().split())
+    runtime = (folder / "agentdesign_runtime.py").read_text()
+    assert "import plugin_demo" not in runtime and "from plugin_demo" not in runtime
+    module = load_exported_agent(folder, name="exported_plugin_agent")
+    monkeypatch.setitem(sys.modules, "exported_plugin_agent", module)
+    assert type(module.SPEC["workflow"]).__module__ == "agentdesign_runtime"  # its own copy
     engine_llm, exported_llm = FakeChatModel(adder), FakeChatModel(adder)
     question = "What is 2 + 3?"
     mine = build_agent(spec, llm=engine_llm).run(question)
-    theirs = module.Agent(module.SPEC, llm=exported_llm, train_examples=()).run(question)
+    theirs = module.runtime.Agent(module.SPEC, llm=exported_llm, train_examples=()).run(question)
     assert (theirs.answer, theirs.output) == (mine.answer, mine.output) == ("5", mine.output)
     assert exported_llm.calls == engine_llm.calls and len(engine_llm.calls) == 2
 

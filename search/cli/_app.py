@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -24,13 +24,11 @@ from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     ChatModel,
-    Example,
     ProviderError,
     check_model,
     default_chat_model,
     parse_spec,
     read_text_file,
-    write_agent_files,
 )
 from agentdesign.evaluators import (
     Benchmark,
@@ -48,6 +46,7 @@ from agentdesign.search._config import (
     check_seed,
 )
 from agentdesign.search._evaluation import evaluate_agent
+from agentdesign.search._export import export_design
 from agentdesign.search._runs import finalize_run, resume_search, run_search, run_worker
 from agentdesign.search._splits import holdout_looker, holdout_reuse
 from agentdesign.search._verdict import check_selection, holdout_choice
@@ -279,16 +278,19 @@ def export(
     out: Annotated[Path, typer.Option(help="directory to write into")] = Path("exported"),
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
-    """Write agents as JSON specs plus standalone Python files that need only litellm."""
+    """Write each agent as a folder to read and ship: a short agent file with its prompts, the
+    prompts as the model gets them, the evidence, and the runtime (needs only litellm)."""
     if pareto and agent is not None:
         raise AgentDesignError("give --agent or --pareto, not both")
     with _open(storage) as archive:
         run_name = name or latest_run(archive)
         run_record = archive.get_run(run_name)
+        chosen: list[tuple[AgentSpec, str]]
         if agent is not None:
-            specs = [AgentSpec.from_dict(archive.find_agent(agent).spec)]
+            chosen = [(AgentSpec.from_dict(archive.find_agent(agent).spec), "chosen by its hash")]
         elif not pareto and run_record.winner_hash is not None:  # the recorded winner stands
-            specs = [AgentSpec.from_dict(archive.get_agent(run_record.winner_hash).spec)]
+            winner = AgentSpec.from_dict(archive.get_agent(run_record.winner_hash).spec)
+            chosen = [(winner, "its recorded winner")]
         else:
             rows = (
                 archive.pareto(run_name=run_name)
@@ -297,19 +299,32 @@ def export(
             )
             if not rows:
                 raise AgentDesignError(f"no finished agent to export in run {run_name}")
-            specs = [AgentSpec.from_dict(row.spec) for row in rows]
+            why = "on its score-cost Pareto front" if pareto else "its best so far (no winner yet)"
+            chosen = [(AgentSpec.from_dict(row.spec), why) for row in rows]
         benchmark = get_benchmark(run_record.benchmark)
-    pool = examples_from_tasks(benchmark.train_examples())
-    for spec in specs:
-        _export_one(spec, pool, out, benchmark)
-
-
-def _export_one(spec: AgentSpec, pool: Sequence[Example], out: Path, benchmark: Benchmark) -> None:
-    spec_json, py = write_agent_files(spec, train_examples=pool, out=out)
-    console.print(escape(f"wrote {spec_json} and {py}  ({spec.describe()})"))
-    question = benchmark.tasks()[0].question[:60]
-    console.print(escape(f'  try it:   python {py} "{question}..."'))
-    console.print(f"  or score it:  agentdesign evaluate {spec_json} --benchmark {benchmark.name}")
+        pool = examples_from_tasks(benchmark.train_examples())
+        question = benchmark.tasks()[0].question
+        for spec, why in chosen:
+            if spec.spec_hash == run_record.winner_hash:
+                why = "its recorded winner"
+            exported = export_design(
+                archive,
+                run_name,
+                spec,
+                out=out,
+                train_examples=pool,
+                question=question,
+                chosen_as=why,
+            )
+            console.print(escape(f"wrote {exported.folder}/  ({spec.describe()})"))
+            console.print(escape(f'  try it:   python {exported.agent_file} "{question[:60]}..."'))
+            console.print(escape(f"  read it:  {exported.agent_file}, {exported.prompts_file}"))
+            console.print(
+                escape(
+                    f"  score it: agentdesign evaluate {exported.spec_file} "
+                    f"--benchmark {benchmark.name}"
+                )
+            )
 
 
 @app.command()
