@@ -2,16 +2,20 @@
 
 Opening one sets up its schema (see `_schema`); on SQLite, a write first takes the writer lock
 (see `_sqlite`). Each public method of the archive is one session, one transaction.
+
+Everything the archive sends to its database passes `without_nul` here, its one write boundary:
+a model may write a NUL character, which PostgreSQL's text cannot hold.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import optuna
 from sqlalchemy import URL, create_engine, event, make_url
@@ -38,7 +42,12 @@ from agentdesign.archive._sqlite import (
 from agentdesign.archive._tables import AgentRow, EvaluationRow, RunRow
 from agentdesign.archive._trials import TrialStorage
 
-__all__ = ["ArchiveEngine", "lookup_agent"]
+__all__ = ["NUL_STAND_IN", "ArchiveEngine", "lookup_agent", "without_nul"]
+
+# What the archive stores for each NUL character ("\x00") of a text: the symbol for NUL, U+2400.
+# PostgreSQL refuses NUL in text and JSON; replaced on every backend, so that what an archive holds
+# does not depend on its database.
+NUL_STAND_IN = "\u2400"
 
 
 class ArchiveEngine:
@@ -58,7 +67,11 @@ class ArchiveEngine:
         if not create and file is not None and not (file.is_file() and file.stat().st_size):
             raise ArchiveError(f"no archive at {file}")
         try:
-            self._engine = create_engine(self._url, pool_pre_ping=True)
+            self._engine = create_engine(
+                self._url,
+                pool_pre_ping=True,
+                json_serializer=lambda value: json.dumps(without_nul(value)),
+            )
         except NoSuchModuleError:
             raise ArchiveError(
                 f"cannot open archive {self._shown_url}: unknown database URL scheme "
@@ -71,6 +84,7 @@ class ArchiveEngine:
             ) from err
         if self._url.get_backend_name() == "sqlite":
             event.listen(self._engine, "connect", configure_sqlite)
+        event.listen(self._engine, "before_cursor_execute", _parameters_without_nul, retval=True)
         try:
             try:
                 self._set_up_with_retries()
@@ -211,6 +225,30 @@ def _first_line(err: SQLAlchemyError) -> str:
     message = str(err.orig) if isinstance(err, DBAPIError) else str(err)
     lines = message.strip().splitlines()
     return lines[0] if lines else type(err).__name__
+
+
+def without_nul(value: Any) -> Any:
+    """`value` with every NUL of its text as `NUL_STAND_IN`: a string, or the strings (keys too)
+    in a JSON value or a statement's parameters, at any depth."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STAND_IN)
+    if isinstance(value, Mapping):
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(without_nul(item) for item in value)
+    return value
+
+
+def _parameters_without_nul(
+    _conn: Any,
+    _cursor: Any,
+    statement: str,
+    parameters: Any,
+    _context: Any,
+    _executemany: bool,
+) -> tuple[str, Any]:
+    """Every statement's parameters, lookups' too, so that a text is found as it was stored."""
+    return statement, without_nul(parameters)
 
 
 def lookup_agent(session: Session, spec_hash: str) -> AgentRow | None:

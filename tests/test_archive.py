@@ -493,6 +493,41 @@ def test_task_results_are_recorded_once(archive: Archive) -> None:
     assert running.status == "running"
 
 
+def test_text_with_nul_is_stored_on_every_backend(archive: Archive) -> None:
+    """A model may write NUL, which PostgreSQL's text cannot hold: the archive stores each one as
+    the symbol for NUL, in every text column and every JSON value, the same on every backend."""
+    nul, stored = "\x00", "\u2400"
+    spec = {**SPEC, "prompt": f"says {nul}"}
+    archive.add_agent(spec=spec, spec_hash="a")
+    assert archive.add_agent(spec=spec, spec_hash="a").spec == {**SPEC, "prompt": f"says {stored}"}
+    _create_run(archive)
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+    )
+    trace = {"trace": [{"output": f"x{nul}y", f"key{nul}": [nul]}]}
+    outcome = _result("t1", output=f"a{nul}b", answer=nul, error=f"e{nul}", details=trace)
+    assert archive.add_task_result(evaluation.id, outcome) is True
+    assert archive.add_task_result(evaluation.id, outcome) is False
+    archive.add_task_failure(evaluation.id, replace(outcome, task_id="t2", error_kind="provider"))
+    proposal = archive.add_proposal(
+        run_name="run-1", operator="mutate", parents=[], prompt=f"p{nul}", response=f"r{nul}",
+        status="failed", reason=f"why{nul}", spec_hash=None, prompt_tokens=1, completion_tokens=1,
+    )  # fmt: skip
+    expected = _result(
+        "t1",
+        output=f"a{stored}b",
+        answer=stored,
+        error=f"e{stored}",
+        details={"trace": [{"output": f"x{stored}y", f"key{stored}": [stored]}]},
+    )
+    assert archive.task_results(evaluation.id) == {"t1": expected}
+    [failure] = archive.task_failures(evaluation.id)
+    assert failure.error == expected.error
+    [read] = archive.proposals("run-1")
+    assert (read.prompt, read.response, read.reason) == (f"p{stored}", f"r{stored}", f"why{stored}")
+    assert proposal.id == read.id
+
+
 def test_task_result_recorded_concurrently_counts_once(tmp_path: Path) -> None:
     """SQLite only: PostgreSQL makes the second writer wait on the evaluation's row lock."""
     url = f"sqlite:///{tmp_path / 'archive.db'}"

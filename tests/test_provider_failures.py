@@ -11,7 +11,7 @@ import json
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from agentdesign.components import (
     parse_spec,
 )
 from agentdesign.components.testing import FakeChatModel, failing_responder
-from agentdesign.evaluators import Benchmark, get_benchmark
+from agentdesign.evaluators import Benchmark, get_benchmark, make_split
 from agentdesign.search import RunConfig, evaluate_agent
 
 MODEL = "openai/fake"
@@ -45,12 +45,13 @@ HANG_S = 3.0  # how long a hung reply takes; the client gives up well before
 
 
 class FakeProvider:
-    """An OpenAI-compatible server whose every reply follows `mode`: "ok" answers `answer`, a
-    number answers with that HTTP status, and "empty", "garbled", "no-choices" and "hang" fail
-    as they say."""
+    """An OpenAI-compatible server whose every reply follows `mode` (or, for a request that asks
+    a question of `modes_by_question`, its mode): "ok" answers `answer`, a number answers with that
+    HTTP status, and "empty", "garbled", "no-choices" and "hang" fail as they say."""
 
     def __init__(self) -> None:
         self.mode = "ok"
+        self.modes_by_question: dict[str, str] = {}
         self.answer = "Paris"
         self.paths: list[str] = []
         provider = self
@@ -60,9 +61,9 @@ class FakeProvider:
                 pass
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 provider.paths.append(self.path)
-                status, body = provider.reply()
+                status, body = provider.reply(request)
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -82,17 +83,19 @@ class FakeProvider:
     def requests(self) -> int:
         return len(self.paths)
 
-    def reply(self) -> tuple[int, bytes]:
-        if self.mode.isdigit():
-            error = {"error": {"message": f"status {self.mode}"}}
-            return int(self.mode), json.dumps(error).encode()
-        if self.mode == "garbled":
+    def reply(self, request: dict[str, Any]) -> tuple[int, bytes]:
+        asked = " ".join(str(m["content"]) for m in request["messages"])
+        mode = next((m for q, m in self.modes_by_question.items() if q in asked), self.mode)
+        if mode.isdigit():
+            error = {"error": {"message": f"status {mode}"}}
+            return int(mode), json.dumps(error).encode()
+        if mode == "garbled":
             return 200, b'{"id": "x", "choices": [{"mess'
-        if self.mode == "no-choices":
+        if mode == "no-choices":
             return 200, json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode()
-        if self.mode == "hang":
+        if mode == "hang":
             time.sleep(HANG_S)
-        text = "" if self.mode == "empty" else f"Answer: {self.answer}"
+        text = "" if mode == "empty" else f"Answer: {self.answer}"
         usage = {"prompt_tokens": 7, "completion_tokens": len(text.split())}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         completion = {
@@ -350,6 +353,47 @@ def test_evaluate_the_provider_fails_is_one_line_and_runs_again(
     code, out, err = cli(*args)
     assert code == 0 and err == [] and "score 1.000" in out, (out, err)
     assert cli.timeouts == [DEFAULT_LLM_TIMEOUT_S] * 2
+
+
+@pytest.mark.postgres
+def test_a_reply_with_nul_is_stored_on_postgresql_and_the_run_resumes(
+    provider: FakeProvider,
+    capitals: Benchmark,
+    postgres_schema: Callable[[], str],
+    cli: Cli,
+) -> None:
+    """PostgreSQL's text cannot hold NUL, which a model may write: the archive stores it as the
+    symbol for NUL. The run stops on a provider failure after the search, and the resume, which
+    meets the same replies again, completes it."""
+    url = postgres_schema()
+    split = make_split(
+        [t.id for t in capitals.tasks()], seed=RunConfig(name="r").split_seed, n_search=2,
+        n_holdout=1,
+    )  # fmt: skip
+    [holdout_task] = capitals.tasks_by_ids(split.holdout_ids)
+    provider.answer = "Paris\x00"
+    provider.modes_by_question = {holdout_task.question: "500"}
+    code, _, err = cli(
+        "run", "--name", "r", "--benchmark", capitals.reference, "--model", MODEL,
+        "--api-base", provider.url, "--space", "tiny", "--max-agents", "1",
+        "--n-search", "2", "--n-holdout", "1", "--storage", url,
+    )  # fmt: skip
+    assert code == 3 and len(err) == 1, err
+    with Archive(url) as archive:
+        [row] = archive.leaderboard(run_name="r")
+        outputs = {r.output for r in archive.task_results(row.evaluation_id).values()}
+        assert outputs == {"Answer: Paris\u2400"}
+    provider.modes_by_question = {}
+    code, _, err = cli("resume", "r", "--storage", url)
+    assert code == 0 and err == [], err
+    with Archive(url) as archive:
+        assert archive.get_run("r").status == "finished"
+        confirmed = archive.leaderboard(run_name="r", split="holdout")
+        assert confirmed and all(
+            [r.output for r in archive.task_results(row.evaluation_id).values()]
+            == ["Answer: Paris\u2400"]
+            for row in confirmed
+        )
 
 
 @pytest.mark.parametrize("command", ["run", "evaluate"])
