@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC
@@ -16,14 +17,17 @@ from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.exc import OperationalError
 
 from agentdesign.archive import (
     AgentRecord,
     Archive,
     ArchiveError,
+    ArchiveUnreachableError,
     EvaluationRecord,
     RunTotals,
 )
+from agentdesign.archive._outage import DatabaseOutage
 from agentdesign.archive._tables import SCHEMA_VERSION
 from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import TaskOutcome
@@ -261,6 +265,34 @@ def test_password_stays_out_of_messages() -> None:
     with pytest.raises(ArchiveError) as caught:
         Archive("postgresql+psycopg2://postgres:hunter2@127.0.0.1:1/test")
     assert "hunter2" not in str(caught.value)
+
+
+def test_a_transaction_dropped_before_its_commit_runs_again_one_dropped_in_it_never() -> None:
+    """A dropped connection before the commit wrote nothing, so the transaction runs again (for a
+    bounded time); dropped during the commit, it may have been written, so it never does."""
+    outage = DatabaseOutage(bound_s=0.5, shown_url="db")
+    runs: list[str | None] = []
+
+    def dropped(statement: str | None) -> Callable[[], str]:
+        def transaction() -> str:
+            runs.append(statement)
+            if len(runs) == 1 or statement == "ALWAYS":
+                gone = Exception("gone")
+                raise OperationalError(statement, {}, gone, connection_invalidated=True)
+            return "done"
+
+        return transaction
+
+    assert outage.ride(dropped("UPDATE x")) == "done" and runs == ["UPDATE x", "UPDATE x"]
+    runs.clear()
+    with pytest.raises(ArchiveUnreachableError, match=r"^lost the archive database db \(gone\) "):
+        outage.ride(dropped(None))
+    assert runs == [None]
+    runs.clear()
+    started = time.monotonic()
+    with pytest.raises(ArchiveUnreachableError, match=r"did not answer again within 0\.5 s"):
+        outage.ride(dropped("ALWAYS"))
+    assert 0.5 <= time.monotonic() - started < 3 and len(runs) > 2
 
 
 # -- runs ----------------------------------------------------------------------------------------
