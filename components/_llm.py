@@ -176,7 +176,7 @@ class LiteLLMChatModel:
         key = ResponseCache.key(request)
         hit = self.cache.get(key) if self.cache is not None else None
         # An empty reply cached before empty replies counted as failures is asked again.
-        if hit is not None and not _is_empty(hit.text, hit.completion_tokens, max_tokens):
+        if hit is not None and not _is_empty(model, hit.text, hit.completion_tokens, max_tokens):
             return hit
         completion = self._call_with_retries(request)
         if self.cache is not None:
@@ -187,7 +187,7 @@ class LiteLLMChatModel:
         """The one loop where a failed call is tried again (see the class's docstring)."""
         litellm = import_litellm()
         client: dict[str, Any] = {"timeout": self.timeout_s}
-        remote = not request["model"].startswith("embedded/")
+        remote = not _is_embedded(request["model"])
         if remote:  # the OpenAI client's own retries would multiply ours, and the timeout with them
             client["max_retries"] = 0
         else:
@@ -235,7 +235,7 @@ class LiteLLMChatModel:
                 raise LLMCallError(failure) from exc
             return None, failure, False
         latency = time.perf_counter() - started
-        completion = _to_completion(litellm, response, latency, request["max_tokens"])
+        completion = _to_completion(litellm, response, latency, request)
         if completion is None:
             return None, "an empty reply: no text, no tool call", False
         return completion, None, False
@@ -276,26 +276,34 @@ def _status(litellm: Any, exc: Exception) -> int:
     return status if isinstance(status, int) else 0
 
 
+def _is_embedded(model: str) -> bool:
+    return model.startswith("embedded/")
+
+
 def _is_empty(
-    text: str, completion_tokens: int, max_tokens: int, tool_calls: object = None
+    model: str, text: str, completion_tokens: int, max_tokens: int, tool_calls: object = None
 ) -> bool:
     """A reply with nothing in it, which a failing provider sends, whatever tokens it claims;
     unless it spent every token the request allowed (on hidden reasoning, say): then the design
-    asked for too few, which no retry mends, and the empty reply is the model's answer."""
-    return not text and not tool_calls and completion_tokens < max_tokens
+    asked for too few, which no retry mends, and the empty reply is the model's answer. So is
+    every reply of an embedded model: no provider stands between it and us, and asked again it
+    says the same (a stop string that cuts its first word, say)."""
+    return not (text or tool_calls or _is_embedded(model)) and completion_tokens < max_tokens
 
 
 def _to_completion(
-    litellm: Any, response: Any, latency_s: float, max_tokens: int
+    litellm: Any, response: Any, latency_s: float, request: dict[str, Any]
 ) -> Completion | None:
-    """The completion in litellm's `response`; None for an empty reply (see `_is_empty`)."""
+    """The completion in litellm's `response` to `request`; None for an empty reply (see
+    `_is_empty`)."""
     if not response.choices:
         return None
     message = response.choices[0].message
     text = message.content or ""
     usage = getattr(response, "usage", None)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    if _is_empty(text, completion_tokens, max_tokens, getattr(message, "tool_calls", None)):
+    tool_calls = getattr(message, "tool_calls", None)
+    if _is_empty(request["model"], text, completion_tokens, request["max_tokens"], tool_calls):
         return None
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:  # litellm priced the reply already (None: not in its list)

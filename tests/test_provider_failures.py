@@ -247,6 +247,24 @@ def test_an_empty_reply_cached_before_is_asked_again(provider: FakeProvider) -> 
     assert provider.requests == 2
 
 
+@pytest.mark.embedded
+def test_an_embedded_models_empty_reply_is_its_answer(tmp_path: Path) -> None:
+    """No provider stands between an embedded model and us: an empty reply (here its first word
+    cut by a stop string) is what the model says, and would say again on every resume."""
+    llm = LiteLLMChatModel(cache=ResponseCache(tmp_path / "responses.sqlite"), max_retries=1)
+    ask = {
+        "model": "embedded/smollm2-135m",
+        "messages": [{"role": "user", "content": "What is 2 + 2?"}],
+        "temperature": 0.0,
+        "max_tokens": 8,
+        "seed": 0,
+    }
+    first_word = llm.complete(**ask).text.split()[0]
+    cut = llm.complete(**ask, stop=[first_word])
+    assert cut.text == "" and 0 < cut.completion_tokens < 8 and not cut.cached
+    assert llm.complete(**ask, stop=[first_word]).cached
+
+
 # --- evaluations: no score until every task has a genuine answer ----------------------------------
 
 
