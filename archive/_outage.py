@@ -4,15 +4,17 @@ refuses new ones for a moment, and a worker should neither die of it nor lose wh
 An archive's engine, and optuna's beside it, connect through `DatabaseOutage.connect`, which
 retries a refused connection with backoff; each of their transactions runs through
 `DatabaseOutage.ride`, which runs again one that failed on a dropped connection before its commit
-(nothing of it was written). Both for `bound_s` seconds from the outage's start: then
-`ArchiveUnreachableError`, one line. A transaction whose connection dropped during its commit is
-never run again, as it may have been written: that is an `ArchiveUnreachableError` at once.
+(nothing of it was written), or during the commit of one that only read. Both for `bound_s`
+seconds from the outage's start: then `ArchiveUnreachableError`, one line. A transaction that
+wrote and whose connection dropped during its commit is never run again, as it may have been
+written: that is an `ArchiveUnreachableError` at once.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -45,10 +47,16 @@ class DatabaseOutage:
         self._shown_url = shown_url
         self._since: float | None = None
         self._pauses = 0
+        self._transaction = threading.local()  # `wrote`: the current one has written
 
     def listen(self, engine: Engine) -> None:
-        """Makes `engine` open its connections through `connect`."""
+        """Makes `engine` open its connections through `connect`, and tell it what they write."""
         event.listen(engine, "do_connect", self.connect)
+        event.listen(engine, "before_cursor_execute", self._note_statement)
+
+    def _note_statement(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip()[:6].upper() != "SELECT":  # SELECT ... FOR UPDATE only locks
+            self._transaction.wrote = True
 
     def connect(self, dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
         """A new connection, tried again while the server refuses it (see the module's doc)."""
@@ -62,20 +70,27 @@ class DatabaseOutage:
             return connection
 
     def ride(self, transaction: Callable[[], _T]) -> _T:
-        """`transaction()`, run again while it fails on a dropped connection before its commit."""
-        while True:
-            try:
-                result = transaction()
-            except (DBAPIError, optuna.exceptions.StorageInternalError) as exc:
-                dropped = exc if isinstance(exc, DBAPIError) else exc.__cause__
-                if not isinstance(dropped, DBAPIError) or not dropped.connection_invalidated:
-                    raise
-                if dropped.statement is None:  # dropped during its commit: it may be written
-                    raise self._lost(dropped, "during a commit") from exc
-                self._pause_or_give_up(dropped)
-                continue
-            self._end()
-            return result
+        """`transaction()`, run again while it fails on a dropped connection before its commit
+        (or in the commit of one that only read)."""
+        state = self._transaction
+        outer = getattr(state, "wrote", False)  # a transaction this one runs within
+        try:
+            while True:
+                state.wrote = False
+                try:
+                    result = transaction()
+                except (DBAPIError, optuna.exceptions.StorageInternalError) as exc:
+                    dropped = exc if isinstance(exc, DBAPIError) else exc.__cause__
+                    if not isinstance(dropped, DBAPIError) or not dropped.connection_invalidated:
+                        raise
+                    if dropped.statement is None and state.wrote:  # in its commit: written?
+                        raise self._lost(dropped, "during a commit") from exc
+                    self._pause_or_give_up(dropped)
+                    continue
+                self._end()
+                return result
+        finally:
+            state.wrote = outer or state.wrote
 
     def _pause_or_give_up(self, err: BaseException) -> None:
         now = time.monotonic()

@@ -267,32 +267,43 @@ def test_password_stays_out_of_messages() -> None:
     assert "hunter2" not in str(caught.value)
 
 
-def test_a_transaction_dropped_before_its_commit_runs_again_one_dropped_in_it_never() -> None:
-    """A dropped connection before the commit wrote nothing, so the transaction runs again (for a
-    bounded time); dropped during the commit, it may have been written, so it never does."""
+def test_a_dropped_transaction_runs_again_unless_it_may_have_been_written() -> None:
+    """Dropped in a statement, a transaction wrote nothing and runs again (for a bounded time),
+    as does one that only read, dropped in its commit; one that wrote, dropped in its commit, may
+    have been written, and never runs again."""
+    engine = create_engine("sqlite://")
     outage = DatabaseOutage(bound_s=0.5, shown_url="db")
-    runs: list[str | None] = []
+    outage.listen(engine)
+    runs: list[str] = []
 
-    def dropped(statement: str | None) -> Callable[[], str]:
+    def dropped(sql: str, *, in_statement: str | None, times: int = 1) -> Callable[[], str]:
         def transaction() -> str:
-            runs.append(statement)
-            if len(runs) == 1 or statement == "ALWAYS":
+            runs.append(sql)
+            with engine.connect() as conn:
+                conn.execute(text(sql))
+            if len(runs) <= times:
                 gone = Exception("gone")
-                raise OperationalError(statement, {}, gone, connection_invalidated=True)
+                raise OperationalError(in_statement, {}, gone, connection_invalidated=True)
             return "done"
 
         return transaction
 
-    assert outage.ride(dropped("UPDATE x")) == "done" and runs == ["UPDATE x", "UPDATE x"]
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (x INTEGER)"))
+    insert = "INSERT INTO t VALUES (1)"
+    assert outage.ride(dropped(insert, in_statement=insert)) == "done" and runs == [insert] * 2
+    runs.clear()
+    assert outage.ride(dropped("SELECT x FROM t", in_statement=None)) == "done" and len(runs) == 2
     runs.clear()
     with pytest.raises(ArchiveUnreachableError, match=r"^lost the archive database db \(gone\) "):
-        outage.ride(dropped(None))
-    assert runs == [None]
+        outage.ride(dropped("INSERT INTO t VALUES (2)", in_statement=None))
+    assert runs == ["INSERT INTO t VALUES (2)"]
     runs.clear()
     started = time.monotonic()
     with pytest.raises(ArchiveUnreachableError, match=r"did not answer again within 0\.5 s"):
-        outage.ride(dropped("ALWAYS"))
+        outage.ride(dropped("SELECT 1", in_statement="SELECT 1", times=1000))
     assert 0.5 <= time.monotonic() - started < 3 and len(runs) > 2
+    engine.dispose()
 
 
 # -- runs ----------------------------------------------------------------------------------------
