@@ -50,7 +50,7 @@ class DatabaseOutage:
         self._transaction = threading.local()  # `wrote`: the current one has written
 
     def listen(self, engine: Engine) -> None:
-        """Makes `engine` open its connections through `connect`, and tell it what they write."""
+        """Makes `engine` open its connections through `connect`, noting what each writes."""
         event.listen(engine, "do_connect", self.connect)
         event.listen(engine, "before_cursor_execute", self._note_statement)
 
