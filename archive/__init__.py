@@ -8,7 +8,7 @@ the same agent on the same tasks.
 from __future__ import annotations
 
 from agentdesign.archive._archive import Archive
-from agentdesign.archive._errors import ArchiveError
+from agentdesign.archive._errors import ArchiveError, ArchiveUnreachableError
 from agentdesign.archive._lease import Heartbeat, worker_id
 from agentdesign.archive._records import (
     AgentRecord,
@@ -25,6 +25,7 @@ __all__ = [
     "AgentRecord",
     "Archive",
     "ArchiveError",
+    "ArchiveUnreachableError",
     "EvaluationRecord",
     "Heartbeat",
     "HoldoutLookRecord",

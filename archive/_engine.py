@@ -1,31 +1,32 @@
 """The database an archive lives in: its engine and sessions, shared by every part of the archive.
 
 Opening one sets up its schema (see `_schema`); on SQLite, a write first takes the writer lock
-(see `_sqlite`). Each public method of the archive is one session, one transaction.
+(see `_sqlite`). Each public method of the archive is one session, one transaction, and rides
+through a database outage (see `_outage`).
+
+Everything the archive sends to its database passes `without_nul` here, its one write boundary:
+a model may write a NUL character, which PostgreSQL's text cannot hold.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import optuna
 from sqlalchemy import URL, create_engine, event, make_url
-from sqlalchemy.exc import (
-    ArgumentError,
-    DBAPIError,
-    NoSuchModuleError,
-    OperationalError,
-    SQLAlchemyError,
-)
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from agentdesign.archive import _checks as check
 from agentdesign.archive._errors import ArchiveError
+from agentdesign.archive._outage import DEFAULT_RECONNECT_S, DatabaseOutage, first_line, riding
 from agentdesign.archive._schema import lock_for_set_up, set_up
 from agentdesign.archive._sqlite import (
     SQLITE_BUSY_TIMEOUT_MS,
@@ -38,27 +39,41 @@ from agentdesign.archive._sqlite import (
 from agentdesign.archive._tables import AgentRow, EvaluationRow, RunRow
 from agentdesign.archive._trials import TrialStorage
 
-__all__ = ["ArchiveEngine", "lookup_agent"]
+__all__ = ["NUL_STAND_IN", "ArchiveEngine", "lookup_agent", "without_nul"]
+
+# What the archive stores for each NUL character ("\x00") of a text: the symbol for NUL, U+2400.
+# PostgreSQL refuses NUL in text and JSON; replaced on every backend, so that what an archive holds
+# does not depend on its database.
+NUL_STAND_IN = "\u2400"
 
 
 class ArchiveEngine:
     """The connection pool of one archive, with the lookups its writes and queries share.
 
-    `Archive` is this plus its writes, queries and leases (`_writes`, `_queries`, `_lease`).
+    `Archive` is this plus its writes, queries and leases (`_writes`, `_queries`, `_lease`), each
+    public method of which is made to ride through a database outage here (`__init_subclass__`).
     """
 
-    def __init__(self, url: str, *, create: bool = True) -> None:
+    def __init__(
+        self, url: str, *, create: bool = True, reconnect_s: float = DEFAULT_RECONNECT_S
+    ) -> None:
         """Opens the archive at `url`; `create` False (read-only commands) refuses to make one
-        where there is none, rather than leave an empty archive behind."""
+        where there is none, rather than leave an empty archive behind. Once open, a database
+        that stops answering is waited for up to `reconnect_s` seconds (see `_outage`)."""
         self._url = _normalize_url(url)
         self._shown_url = self._url.render_as_string(hide_password=True)
+        self._outage = DatabaseOutage(bound_s=reconnect_s, shown_url=self._shown_url)
         self._writer_lock: Path | None = None
         self._create = create
         file = sqlite_file(self._url)
         if not create and file is not None and not (file.is_file() and file.stat().st_size):
             raise ArchiveError(f"no archive at {file}")
         try:
-            self._engine = create_engine(self._url, pool_pre_ping=True)
+            self._engine = create_engine(
+                self._url,
+                pool_pre_ping=True,
+                json_serializer=lambda value: json.dumps(without_nul(value)),
+            )
         except NoSuchModuleError:
             raise ArchiveError(
                 f"cannot open archive {self._shown_url}: unknown database URL scheme "
@@ -71,17 +86,30 @@ class ArchiveEngine:
             ) from err
         if self._url.get_backend_name() == "sqlite":
             event.listen(self._engine, "connect", configure_sqlite)
+        event.listen(self._engine, "before_cursor_execute", _parameters_without_nul, retval=True)
         try:
             try:
                 self._set_up_with_retries()
             except SQLAlchemyError as err:
-                reason = _first_line(err)
+                reason = first_line(err)
                 if file is not None and "readonly" in reason:  # e.g. a read-only folder
                     reason += f" (SQLite also writes beside it, in {file.parent})"
                 raise ArchiveError(f"cannot open archive {self._shown_url}: {reason}") from err
         except ArchiveError:
             self._engine.dispose()
             raise
+        # A server's (SQLite has none to restart), and only now: a database that never answered
+        # is a wrong URL, said at once, not waited for.
+        if not self.single_writer:
+            self._outage.listen(self._engine)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each public method a part of the archive defines, one transaction, rides through a
+        database outage: run again if its connection dropped before its commit."""
+        super().__init_subclass__(**kwargs)
+        for name, member in list(vars(cls).items()):
+            if inspect.isfunction(member) and not name.startswith("_"):
+                setattr(cls, name, riding(member))
 
     def _set_up_with_retries(self) -> None:
         """Sets up the database; on SQLite, retries while another connection holds it busy.
@@ -151,6 +179,7 @@ class ArchiveEngine:
                 lock_for_set_up(conn)
             storage = TrialStorage(
                 self.url,
+                outage=self._outage,
                 heartbeat_interval=heartbeat_interval,
                 grace_period=grace_period,
                 heartbeat_stale_trial_callback=stale_trial_callback,
@@ -207,10 +236,28 @@ def _normalize_url(url: str) -> URL:
         raise ArchiveError(f"cannot parse the archive URL: {err}") from None
 
 
-def _first_line(err: SQLAlchemyError) -> str:
-    message = str(err.orig) if isinstance(err, DBAPIError) else str(err)
-    lines = message.strip().splitlines()
-    return lines[0] if lines else type(err).__name__
+def without_nul(value: Any) -> Any:
+    """`value` with every NUL of its text as `NUL_STAND_IN`: a string, or the strings (keys too)
+    in a JSON value or a statement's parameters, at any depth."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STAND_IN)
+    if isinstance(value, Mapping):
+        return {without_nul(key): without_nul(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(without_nul(item) for item in value)
+    return value
+
+
+def _parameters_without_nul(
+    _conn: Any,
+    _cursor: Any,
+    statement: str,
+    parameters: Any,
+    _context: Any,
+    _executemany: bool,
+) -> tuple[str, Any]:
+    """Every statement's parameters, lookups' too, so that a text is found as it was stored."""
+    return statement, without_nul(parameters)
 
 
 def lookup_agent(session: Session, spec_hash: str) -> AgentRow | None:

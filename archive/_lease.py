@@ -22,6 +22,7 @@ from sqlmodel import col
 
 from agentdesign.archive import _checks as check
 from agentdesign.archive._engine import ArchiveEngine
+from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import utc_now
 from agentdesign.archive._tables import EvaluationRow
 
@@ -94,6 +95,8 @@ class Heartbeat:
         while not self._stop.wait(self._interval_s):
             try:
                 self._beat()
+            except ArchiveError as exc:  # e.g. its database gone: said in one line
+                log.warning("heartbeat failed: %s", exc)
             except Exception:  # a missed beat is retried next time; the work must go on
                 log.warning("heartbeat failed", exc_info=True)
 

@@ -10,19 +10,31 @@ worker died between those two commits; `running_without_heartbeat` finds them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
+from typing import Any
 
 import optuna
 from optuna.storages._rdb.models import StudyModel, TrialHeartbeatModel, TrialModel
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import exists, select
 
+from agentdesign.archive._outage import DatabaseOutage, riding
+
 __all__ = ["TrialStorage"]
 
 
 class TrialStorage(optuna.storages.RDBStorage):
     """`RDBStorage` that records a trial's first heartbeat as soon as the trial starts running,
-    whether created running (`Study.ask`) or popped from the queue of waiting trials."""
+    whether created running (`Study.ask`) or popped from the queue of waiting trials, and rides
+    through a database outage as the archive does (`outage`, the archive's): optuna's own
+    methods (each one transaction) are wrapped below."""
+
+    def __init__(self, url: str, *, outage: DatabaseOutage, **kwargs: Any) -> None:
+        self._outage = outage
+        super().__init__(url, engine_kwargs={"pool_pre_ping": True}, **kwargs)
+        if self.engine.dialect.name != "sqlite":  # a server's, as the archive's
+            outage.listen(self.engine)
 
     # optuna's cached storage (what a study uses) creates trials through this private method
     # (checked with optuna 5.0.0, pinned); a test checks a started trial has its heartbeat.
@@ -62,3 +74,21 @@ class TrialStorage(optuna.storages.RDBStorage):
         )
         with self.engine.connect() as conn:
             return {trial_id: number for trial_id, number in conn.execute(query)}
+
+
+# The storage's methods that reach the database, each one transaction: its public ones, and the
+# private ones that optuna's cached storage and `fail_stale_trials` call (checked with optuna
+# 5.0.0, pinned).
+_CALLED_FROM_OUTSIDE = {
+    "_create_new_trial",
+    "_get_best_trial_id",
+    "_get_stale_trial_ids",
+    "_get_trials",
+    "_set_trial_param",
+}
+for _name in {
+    name
+    for name, member in [*vars(optuna.storages.RDBStorage).items(), *vars(TrialStorage).items()]
+    if inspect.isfunction(member) and (not name.startswith("_") or name in _CALLED_FROM_OUTSIDE)
+}:
+    setattr(TrialStorage, _name, riding(getattr(TrialStorage, _name)))

@@ -28,7 +28,7 @@ from agentdesign.archive._checks import (
     RUN_STATUSES,
     SPLITS,
 )
-from agentdesign.archive._engine import ArchiveEngine, lookup_agent
+from agentdesign.archive._engine import ArchiveEngine, lookup_agent, without_nul
 from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
     AgentRecord,
@@ -184,7 +184,7 @@ class Writes(ArchiveEngine):
         )
         with self._write_session() as session:
             stored = _get_or_insert(session, row, lambda: lookup_agent(session, spec_hash))
-        if stored.spec != spec_json:
+        if without_nul(stored.spec) != without_nul(spec_json):  # as stored, found or not
             raise ArchiveError(
                 f"agent {spec_hash} is archived with a different spec: "
                 "its spec hash is not canonical"

@@ -8,7 +8,8 @@ What is exported, and nothing else (the rest is internal and may change):
 - models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
   `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
   `sqlite_disk_full`,
-  `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`;
+  `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`, and for a runner that
+  gives up on a task, `pending_model_call` with its `PendingCall`;
 - extending: the slot base classes a new component subclasses (`Workflow`, `Planning`,
   `Reasoning`, `Memory`, `Tool`, `Reflection`, on `Component`), the types their methods take and
   return (`Solver`, `Attempt`, `Observation`, `Example`, `Lesson`, `Recall`, `MemoryStore`;
@@ -62,7 +63,13 @@ from agentdesign.components._input import (
     read_text_file,
 )
 from agentdesign.components._isolation import UNSAFE_ENV, Isolation, current_isolation
-from agentdesign.components._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
+from agentdesign.components._llm import (
+    DEFAULT_LLM_TIMEOUT_S,
+    LiteLLMChatModel,
+    PendingCall,
+    import_litellm,
+    pending_model_call,
+)
 from agentdesign.components._memory import Example, Lesson, MemoryStore, Recall
 from agentdesign.components._parsing import extract_answer
 from agentdesign.components._plugins import NamedRegistry
@@ -133,6 +140,7 @@ __all__ = [
     "NamedRegistry",
     "Observation",
     "ParamInfo",
+    "PendingCall",
     "Planning",
     "ProviderError",
     "Reasoning",
@@ -163,6 +171,7 @@ __all__ = [
     "import_litellm",
     "param",
     "parse_spec",
+    "pending_model_call",
     "read_regular_file",
     "read_text_file",
     "register",

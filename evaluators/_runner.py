@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdesign.components import Agent, AgentDesignError, Example
+from agentdesign.components import Agent, AgentDesignError, Example, pending_model_call
 from agentdesign.evaluators._benchmark import Benchmark, Task
 
 __all__ = ["TaskOutcome", "check_concurrency", "evaluate_tasks", "examples_from_tasks", "run_task"]
@@ -29,9 +29,9 @@ class TaskOutcome:
     gave) and says why: the agent's own kinds, "llm" (the provider rejected a model call the
     design made), "budget" (the task's call or token budget ran out) and "empty_output"; the
     runner's "timeout"; and the scorer's "parse" (no answer in the expected form) and "sandbox"
-    (code killed by the sandbox). The agent's "provider" (the provider failed a call, even after
-    the retries) is the one kind that is no score: `evaluate_agent` records it apart, and the task
-    runs again.
+    (code killed by the sandbox). "provider" (the provider failed a call, even after the retries,
+    or the runner's timeout came while the provider was failing one) is the one kind that is no
+    score: `evaluate_agent` records it apart, and the task runs again.
     """
 
     task_id: str
@@ -73,6 +73,11 @@ def run_task(
     thread until its workflow ends (each call still bounded by the task budget): its tokens are
     not counted and its result is dropped, an embedded model stays busy with it (the next task
     may wait for the model), and it never keeps the process from exiting.
+
+    A task that times out while it waits on a provider's answer is no score if the provider was
+    failing that call: the runner waits for the call's try in flight to end (its deadline, the
+    LLM timeout, bounds the wait), and a try that fails, or one that failed before, makes the
+    task a "provider" failure; a try that answers leaves it a "timeout", the design's slowness.
     """
     if timeout_s is None:
         return _run_and_score(agent, benchmark, task)
@@ -87,8 +92,14 @@ def run_task(
         except BaseException as exc:  # handed to the waiting thread, which re-raises it
             future.set_exception(exc)
 
-    threading.Thread(target=work, name=f"task {task.id}", daemon=True).start()
+    thread = threading.Thread(target=work, name=f"task {task.id}", daemon=True)
+    thread.start()
     if not wait([future], timeout=timeout_s).done:
+        error_kind, error = "timeout", f"no result after {timeout_s:g} s"
+        call = pending_model_call(thread.ident)
+        failure = call.provider_failure() if call is not None else None
+        if failure is not None:
+            error_kind, error = "provider", f"{error}, waiting on a model call: {failure}"
         return TaskOutcome(
             task_id=task.id,
             output="",
@@ -98,9 +109,9 @@ def run_task(
             completion_tokens=0,
             cost=0.0,
             latency_s=time.perf_counter() - started,
-            error_kind="timeout",
-            error=f"no result after {timeout_s:g} s",
-            details={"error": "timeout"},
+            error_kind=error_kind,
+            error=error,
+            details={"error": error_kind},
         )
     return future.result()
 

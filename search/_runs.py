@@ -7,7 +7,14 @@ from __future__ import annotations
 import zlib
 from dataclasses import asdict, replace
 
-from agentdesign.archive import Archive, ArchiveError, EvaluationRecord, RunRecord, worker_id
+from agentdesign.archive import (
+    Archive,
+    ArchiveError,
+    ArchiveUnreachableError,
+    EvaluationRecord,
+    RunRecord,
+    worker_id,
+)
 from agentdesign.components import AgentDesignError, ChatModel, check_model
 from agentdesign.evaluators import Benchmark, get_benchmark
 from agentdesign.search._base import Strategy
@@ -33,9 +40,22 @@ def run_search(
     run = _create_run(archive, config, llm=llm)
     config = RunConfig.from_dict(run.config)  # as stored: the benchmark's reference
     benchmark = get_benchmark(config.benchmark)
-    return _Search(
-        archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s
-    ).drive()
+    return _drive(
+        _Search(archive, run, config, config.space(), benchmark, llm, reporter, heartbeat_s)
+    )
+
+
+def _drive(search: _Search) -> RunSummary:
+    """Drives the search; a database lost for good (see `Archive`) stops this process in one
+    line that says what becomes of its work."""
+    try:
+        return search.drive()
+    except ArchiveUnreachableError as exc:
+        name = search.run.name
+        raise ArchiveUnreachableError(
+            f"{exc}; this process stopped and what it recorded is kept: another worker takes "
+            f"its trial over, or `agentdesign resume {name}` goes on once the database answers"
+        ) from None
 
 
 def _create_run(
@@ -98,7 +118,7 @@ def resume_search(
     run = archive.get_run(name)
     if budget is not None and budget != RunConfig.from_dict(run.config).budget:
         check_searchable(run)
-    return _stored_search(archive, name, budget, llm, reporter, heartbeat_s).drive()
+    return _drive(_stored_search(archive, name, budget, llm, reporter, heartbeat_s))
 
 
 def run_worker(
@@ -126,9 +146,11 @@ def run_worker(
     # and queue behind one another's leases (bench/workers.py measured exactly that); wrapped
     # round, since the samplers take no seed past MAX_SEED.
     strategy_seed = (config.seed + zlib.crc32(worker_id().encode())) % (MAX_SEED + 1)
-    return _stored_search(
-        archive, config.name, None, llm, reporter, heartbeat_s, strategy_seed=strategy_seed
-    ).drive()
+    return _drive(
+        _stored_search(
+            archive, config.name, None, llm, reporter, heartbeat_s, strategy_seed=strategy_seed
+        )
+    )
 
 
 def check_searchable(run: RunRecord) -> None:

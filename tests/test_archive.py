@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC
@@ -16,14 +17,17 @@ from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.exc import OperationalError
 
 from agentdesign.archive import (
     AgentRecord,
     Archive,
     ArchiveError,
+    ArchiveUnreachableError,
     EvaluationRecord,
     RunTotals,
 )
+from agentdesign.archive._outage import DatabaseOutage
 from agentdesign.archive._tables import SCHEMA_VERSION
 from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import TaskOutcome
@@ -264,6 +268,45 @@ def test_password_stays_out_of_messages() -> None:
     assert "hunter2" not in str(caught.value)
 
 
+def test_a_dropped_transaction_runs_again_unless_it_may_have_been_written() -> None:
+    """Dropped in a statement, a transaction wrote nothing and runs again (for a bounded time),
+    as does one that only read, dropped in its commit; one that wrote, dropped in its commit, may
+    have been written, and never runs again."""
+    engine = create_engine("sqlite://")
+    outage = DatabaseOutage(bound_s=0.5, shown_url="db")
+    outage.listen(engine)
+    runs: list[str] = []
+
+    def dropped(sql: str, *, in_statement: str | None, times: int = 1) -> Callable[[], str]:
+        def transaction() -> str:
+            runs.append(sql)
+            with engine.connect() as conn:
+                conn.execute(text(sql))
+            if len(runs) <= times:
+                gone = Exception("gone")
+                raise OperationalError(in_statement, {}, gone, connection_invalidated=True)
+            return "done"
+
+        return transaction
+
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE t (x INTEGER)"))
+    insert = "INSERT INTO t VALUES (1)"
+    assert outage.ride(dropped(insert, in_statement=insert)) == "done" and runs == [insert] * 2
+    runs.clear()
+    assert outage.ride(dropped("SELECT x FROM t", in_statement=None)) == "done" and len(runs) == 2
+    runs.clear()
+    with pytest.raises(ArchiveUnreachableError, match=r"^lost the archive database db \(gone\) "):
+        outage.ride(dropped("INSERT INTO t VALUES (2)", in_statement=None))
+    assert runs == ["INSERT INTO t VALUES (2)"]
+    runs.clear()
+    started = time.monotonic()
+    with pytest.raises(ArchiveUnreachableError, match=r"did not answer again within 0\.5 s"):
+        outage.ride(dropped("SELECT 1", in_statement="SELECT 1", times=1000))
+    assert 0.5 <= time.monotonic() - started < 3 and len(runs) > 2
+    engine.dispose()
+
+
 # -- runs ----------------------------------------------------------------------------------------
 
 
@@ -492,6 +535,41 @@ def test_task_results_are_recorded_once(archive: Archive) -> None:
     assert (running.n_done, running.prompt_tokens, running.completion_tokens) == (2, 20, 10)
     assert running.cost == pytest.approx(0.02) and running.wall_s == pytest.approx(1.0)
     assert running.status == "running"
+
+
+def test_text_with_nul_is_stored_on_every_backend(archive: Archive) -> None:
+    """A model may write NUL, which PostgreSQL's text cannot hold: the archive stores each one as
+    the symbol for NUL, in every text column and every JSON value, the same on every backend."""
+    nul, stored = "\x00", "\u2400"
+    spec = {**SPEC, "prompt": f"says {nul}"}
+    archive.add_agent(spec=spec, spec_hash="a")
+    assert archive.add_agent(spec=spec, spec_hash="a").spec == {**SPEC, "prompt": f"says {stored}"}
+    _create_run(archive)
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+    )
+    trace = {"trace": [{"output": f"x{nul}y", f"key{nul}": [nul]}]}
+    outcome = _result("t1", output=f"a{nul}b", answer=nul, error=f"e{nul}", details=trace)
+    assert archive.add_task_result(evaluation.id, outcome) is True
+    assert archive.add_task_result(evaluation.id, outcome) is False
+    archive.add_task_failure(evaluation.id, replace(outcome, task_id="t2", error_kind="provider"))
+    proposal = archive.add_proposal(
+        run_name="run-1", operator="mutate", parents=[], prompt=f"p{nul}", response=f"r{nul}",
+        status="failed", reason=f"why{nul}", spec_hash=None, prompt_tokens=1, completion_tokens=1,
+    )  # fmt: skip
+    expected = _result(
+        "t1",
+        output=f"a{stored}b",
+        answer=stored,
+        error=f"e{stored}",
+        details={"trace": [{"output": f"x{stored}y", f"key{stored}": [stored]}]},
+    )
+    assert archive.task_results(evaluation.id) == {"t1": expected}
+    [failure] = archive.task_failures(evaluation.id)
+    assert failure.error == expected.error
+    [read] = archive.proposals("run-1")
+    assert (read.prompt, read.response, read.reason) == (f"p{stored}", f"r{stored}", f"why{stored}")
+    assert proposal.id == read.id
 
 
 def test_task_result_recorded_concurrently_counts_once(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import logging
 import random
 import signal
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -20,12 +21,15 @@ from typing import Any
 import optuna
 import pytest
 from forked_python import ForkedProcess, start_forked
+from outage_proxy import OutageProxy
+from sqlalchemy import create_engine, make_url, text
 
 from agentdesign.archive import Archive
 
 _WORKER = """
 import json, sys
 from agentdesign.archive import Archive
+from agentdesign.components import AgentDesignError
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import Budget, RunConfig
 from agentdesign.search import Reporter
@@ -59,16 +63,20 @@ config = RunConfig(
     n_search=3, n_holdout=2, confirm_top=2, baselines=[],
     choices=quick.get("choices", {}), limits=quick.get("limits", {}),
 )
-with Archive(url) as archive:
-    if mode == "resume":
-        try:
-            archive.get_run(name)
-        except Exception:
-            run_worker(archive, config, llm=llm, reporter=Log(), heartbeat_s=1)
+try:
+    with Archive(url) as archive:
+        if mode == "resume":
+            try:
+                archive.get_run(name)
+            except Exception:
+                run_worker(archive, config, llm=llm, reporter=Log(), heartbeat_s=1)
+            else:
+                resume_search(archive, name, llm=llm, reporter=Log(), heartbeat_s=1)
         else:
-            resume_search(archive, name, llm=llm, reporter=Log(), heartbeat_s=1)
-    else:
-        run_worker(archive, config, llm=llm, reporter=Log(), heartbeat_s=1)
+            run_worker(archive, config, llm=llm, reporter=Log(), heartbeat_s=1)
+except AgentDesignError as exc:  # as the command line says it
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(2)
 """
 
 
@@ -130,6 +138,88 @@ def test_three_workers_share_a_run_on_postgresql(
         assert worker.returncode == 0, err
     _check_run(url, logs)
     assert sum(1 for log in logs if log.exists() and log.read_text()) >= 2  # work was shared
+
+
+@pytest.mark.postgres
+def test_workers_ride_through_a_database_restart(
+    postgres_schema: Callable[[], str], tmp_path: Path
+) -> None:
+    """PostgreSQL restarts (every connection dropped, the port closed for a second and a half)
+    while two workers share a run: they reconnect and finish it, with nothing lost or run twice.
+    A worker whose write the outage cut in its commit (written or not, nobody can tell) stops
+    instead, in one line, and the other takes its work over; were both stopped, a resume."""
+    direct = make_url(postgres_schema())
+    with OutageProxy((direct.host or "127.0.0.1", direct.port or 5432)) as proxy:
+        url = direct.set(port=proxy.port).render_as_string(hide_password=False)
+        logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+        workers = [_start(url, log) for log in logs]
+        _wait(lambda: len(_logged(logs)) >= 4, 120)  # both well under way
+        proxy.cut(1.5)
+        stopped = 0
+        for worker in workers:
+            _, err = worker.communicate(timeout=240)
+            assert "lost the archive database" in err, err
+            if worker.returncode == 0:
+                assert "reconnecting for up to 60 s" in err, err
+                continue
+            last = err.strip().splitlines()[-1]
+            assert worker.returncode == 2 and last.startswith("error: lost the archive"), err
+            assert "during a commit; this process stopped and what it recorded is kept" in last
+            stopped += 1
+        if stopped == len(workers):
+            logs.append(tmp_path / "resumed.log")
+            resumed = _start(url, logs[-1], mode="resume")
+            _, err = resumed.communicate(timeout=240)
+            assert resumed.returncode == 0, err
+    _check_run(direct.render_as_string(hide_password=False), logs)
+
+
+@pytest.mark.postgres
+def test_a_worker_whose_database_stays_away_stops_in_one_line_and_resumes(
+    postgres_schema: Callable[[], str],
+) -> None:
+    """The database is gone for longer than the worker waits for it: the worker stops with one
+    line, keeping what it recorded, and a resume once the database is back finishes the run."""
+    from agentdesign.components import AgentDesignError
+    from agentdesign.components.testing import FakeChatModel
+    from agentdesign.search import Budget, RunConfig
+    from agentdesign.search._runs import resume_search, run_worker
+
+    direct = make_url(postgres_schema())
+    config = RunConfig(
+        name="away", model="fake/model", strategy="random", budget=Budget(max_agents=2),
+        n_search=3, n_holdout=1, baselines=[],
+    )  # fmt: skip
+    with OutageProxy((direct.host or "127.0.0.1", direct.port or 5432)) as proxy:
+        url = direct.set(port=proxy.port).render_as_string(hide_password=False)
+        outage = threading.Thread(target=proxy.cut, args=(4.0,), daemon=True)
+        recorded = create_engine(direct)
+
+        def answer(model: str, messages: object, temperature: float, seed: int | None) -> str:
+            if not outage.is_alive() and not outage.ident:  # once a task is recorded: 4 s away
+                with recorded.connect() as conn:
+                    if conn.execute(text("SELECT COUNT(*) FROM ad_task_result")).scalar():
+                        outage.start()
+                        time.sleep(0.2)
+            return "Answer: 3"
+
+        with Archive(url, reconnect_s=1.0) as archive, pytest.raises(AgentDesignError) as stopped:
+            run_worker(archive, config, llm=FakeChatModel(answer), heartbeat_s=1)
+        message = str(stopped.value)
+        assert "\n" not in message and message.startswith("lost the archive database"), message
+        assert "did not answer again within 1 s" in message
+        assert "`agentdesign resume away` goes on once the database answers" in message
+        outage.join()
+        with Archive(url) as archive:
+            [evaluation] = archive.run_evaluations("away")
+            kept = archive.task_results(evaluation.id)
+            assert len(kept) >= 1  # what it recorded before the outage
+            resume_search(archive, "away", llm=FakeChatModel(answer), heartbeat_s=1)
+            assert archive.get_run("away").status == "finished"
+            assert archive.run_totals("away").n_complete == 2
+            again = archive.task_results(evaluation.id)
+            assert all(again[task_id] == outcome for task_id, outcome in kept.items())
+        recorded.dispose()
 
 
 @pytest.mark.postgres
