@@ -47,7 +47,8 @@ from threadpoolctl import threadpool_limits
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import Domain, Labelled, SearchSpace, ValueModel, rank_correlation
-from agentdesign.search._truth import Calibration, TruthWorld, calibrate, load_records
+from agentdesign.search._truth import Calibration, TruthWorld
+from agentdesign.search._truth_fit import calibrate, load_records
 
 LABELS = (10, 30)
 PRIORS = ("related", "unrelated", "opposite")

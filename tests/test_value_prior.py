@@ -22,7 +22,8 @@ from agentdesign.search import (
     ValueModel,
     rank_correlation,
 )
-from agentdesign.search._truth import Calibration, TruthWorld, calibrate, load_records
+from agentdesign.search._truth import Calibration, TruthWorld
+from agentdesign.search._truth_fit import calibrate, load_records
 
 RESULTS = Path(__file__).parent.parent / "bench" / "results"
 RECORDED = [RESULTS / "replay.sqlite", RESULTS / "workflows.sqlite"]
