@@ -355,4 +355,4 @@ def test_the_example_runs_on_the_fake_model(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert re.search(r"winner [0-9a-f]{10}", done.stdout), done.stdout
-    assert list(tmp_path.glob("exported/agent_*.py")), done.stdout
+    assert list(tmp_path.glob("exported/agent_*/agent.py")), done.stdout

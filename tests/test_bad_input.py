@@ -488,7 +488,8 @@ def test_a_full_disk_under_the_archive_is_one_line_and_the_run_resumes(
     with Archive(str(db)) as archive:
         kept = archive.leaderboard(run_name="kept")
     filler = fill(small_disk, leave=150_000)  # room to start a run, not to finish it
-    args = ["run", "--name", "new", *OFFLINE_MODEL, *SMALL_RUN, "-s", str(db)]
+    # --split-seed 1: a split beside kept's, so that the disk, not the split check, is what stops it
+    args = ["run", "--name", "new", *OFFLINE_MODEL, *SMALL_RUN, "--split-seed", "1", "-s", str(db)]
     full = run_forked(_FAKE_MODEL_CLI, *args, cwd=small_disk.parent, env=SHARED_ENV, timeout=120)
     assert_one_line_error(full, f"the disk holding {db} is full: nothing the archive holds is lost")
     filler.unlink()
