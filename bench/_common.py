@@ -27,7 +27,7 @@ from agentdesign.evaluators import (
     make_split,
     summarize,
 )
-from agentdesign.evaluators._stats import BOOTSTRAP, EXACT
+from agentdesign.evaluators.stats._stats import BOOTSTRAP, EXACT
 from agentdesign.search import evaluate_agent
 
 

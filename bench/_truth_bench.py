@@ -14,21 +14,26 @@ from typing import Any
 import numpy as np
 from _common import markdown_table
 
+from agentdesign.benchmarking import (
+    Calibration,
+    ReplayTable,
+    Schedule,
+    TruthWorld,
+    full_items,
+    raced,
+    split_half_reliability,
+)
 from agentdesign.components import AgentDesignError
 from agentdesign.search import (
     SPACE_PRESETS,
     STRATEGIES,
     GuidedStrategy,
     Racing,
-    ReplayTable,
     SearchSpace,
     Strategy,
     make_strategy,
-    split_half_reliability,
     supports_refinement,
 )
-from agentdesign.search._truth import Calibration, TruthWorld
-from agentdesign.search._truth_search import Schedule, full_items, raced
 
 RESULTS = Path(__file__).parent / "results"
 RECORDED = (RESULTS / "replay.sqlite", RESULTS / "workflows.sqlite")
@@ -44,7 +49,8 @@ CHECK_WORLDS = 100
 Z95 = 1.959964  # a two-sided 95% interval's half-width in standard deviations
 # A strategy variant whose value model screens one candidate only: what screening saves.
 UNSCREENED = "-unscreened"
-# A strategy variant whose designs race (search/_racing.py, the loop's defaults): what racing saves.
+# A strategy variant whose designs race (`agentdesign.search.racing`, the loop's defaults): what
+# racing saves.
 RACED = "+race"
 # Tokens until the reported design is as good as the one the unraced strategy reports at the end.
 MATCH = "to match"

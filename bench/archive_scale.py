@@ -41,7 +41,7 @@ from agentdesign.archive._tables import AgentRow, EvaluationRow, RunEntryRow, Ta
 from agentdesign.components import REGISTRY, build_agent, parse_spec
 from agentdesign.evaluators import TaskOutcome, evaluate_tasks, get_benchmark
 from agentdesign.search import Budget, RunConfig, resume_search
-from agentdesign.search._runs import _create_run
+from agentdesign.search.study import create_run
 
 N_SEARCH = 10
 MODELS = (
@@ -214,7 +214,7 @@ def measure(
     )
     start = time.perf_counter()
     with Archive(url) as archive:
-        run = _create_run(archive, config, llm=llm)
+        run = create_run(archive, config, llm=llm)
         bulk_run(
             engine,
             run_id=run.id,

@@ -35,7 +35,7 @@ from typing import Any
 from _common import search_tasks
 
 from agentdesign.components import import_litellm
-from agentdesign.components._embedded import embedded_threads, register_embedded_provider
+from agentdesign.components.llm._embedded import embedded_threads, register_embedded_provider
 from agentdesign.evaluators import get_benchmark
 
 QUESTION = (

@@ -49,7 +49,7 @@ from agentdesign.evaluators import (
     summarize,
     winner_optimism,
 )
-from agentdesign.evaluators._stats import _mean_intervals
+from agentdesign.evaluators.stats._stats import _mean_intervals
 from agentdesign.search import Racing
 
 NS = (10, 20, 50, 200)

@@ -40,7 +40,7 @@ from _common import interval_legend, markdown_table, score_cell
 
 from agentdesign.archive import Archive
 from agentdesign.components import AgentDesignError
-from agentdesign.components._embedded import check_embedded_model, register_embedded_provider
+from agentdesign.components.llm._embedded import check_embedded_model, register_embedded_provider
 from agentdesign.evaluators import (
     Benchmark,
     InteractiveBenchmark,

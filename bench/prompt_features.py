@@ -6,22 +6,21 @@
 
 No recorded data holds many rewritten prompts, so the prompts' effects are planted: this shows
 whether the value model's prompt features (hashed words and word pairs that each rewritten text
-parameter adds to its component's default, `_rewritten_text` in search/_value.py) can carry a
+parameter adds to its component's default, `_rewritten_text` in the value model) can carry a
 prompt's effect, not that real prompt rewrites are predictable.
 
-Each seed is one world of the truth benchmark (search/_truth.py, calibrated on the recorded GSM8K
-evaluations as in bench/strategies_truth.py): a design's ability (logit) comes from its components
-and parameters. On top of it, K = 12 advice sentences ("Check every sum twice.", ...) get one
-effect each, drawn per world from a normal whose sd is `--advice-scales` times the sd of the
+Each seed is one world of the truth benchmark (`agentdesign.benchmarking`, calibrated on the
+recorded GSM8K evaluations as in bench/strategies_truth.py): a design's ability (logit) comes from
+its components and parameters. On top of it, K = 12 advice sentences ("Check every sum twice.", ...)
+get one effect each, drawn per world from a normal whose sd is `--advice-scales` times the sd of the
 calibrated component effects (at 1, one sentence moves a design about as much as swapping one
 component; every scale reuses the same draws, designs and outcomes, so scales are paired too).
 Designs are drawn from the space (`--space`, on its coarse grid, no design twice);
-`--rewritten-share` of them get one of their prompts (`prompt_params(spec, code=False)`, one
-chosen at random) rewritten as the original text, unchanged (its quoted output format kept),
-followed on a new line by one advice sentence. A design's true accuracy is its mean chance of
-solving the world's 500 items with ability + the advice's effect (a logit, so it stays in [0, 1]);
-its label is its mean on `--items` search items (outcomes drawn per design and item), as a real
-search scores it.
+`--rewritten-share` of them get one of their prompts (`prompt_params(spec, code=False)`, one chosen
+at random) rewritten as the original text, unchanged (its quoted output format kept), followed on a
+new line by one advice sentence. A design's true accuracy is its mean chance of solving the world's
+500 items with ability + the advice's effect (a logit, so it stays in [0, 1]); its label is its mean
+on `--items` search items (outcomes drawn per design and item), as a real search scores it.
 
 Measured per world, at each number of labelled designs (the first N of one drawn list):
 - the held-out Spearman (`held_out_predictions`, 5 folds) of the value model against the designs'
@@ -61,6 +60,7 @@ from _common import markdown_table
 from scipy import special
 from threadpoolctl import threadpool_limits
 
+from agentdesign.benchmarking import Calibration, TruthWorld, calibrate, load_records
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec
 from agentdesign.search import (
     SPACE_PRESETS,
@@ -70,14 +70,8 @@ from agentdesign.search import (
     prompt_params,
     rank_correlation,
 )
-from agentdesign.search._truth import Calibration, TruthWorld
-from agentdesign.search._truth_fit import calibrate, load_records
-from agentdesign.search._value import (
-    _PROMPT_FEATURES,
-    _rewritten_text,
-    _text_hasher,
-    held_out_predictions,
-)
+from agentdesign.search.valuemodel import held_out_predictions
+from agentdesign.search.valuemodel._value import _PROMPT_FEATURES, _rewritten_text, _text_hasher
 
 RESULTS = Path(__file__).parent / "results"
 RECORDED = (RESULTS / "replay.sqlite", RESULTS / "workflows.sqlite")

@@ -24,8 +24,8 @@ from importlib.resources import files
 from pathlib import Path
 
 from agentdesign.archive import Archive
+from agentdesign.benchmarking import ReplayTable, save_cells
 from agentdesign.components import AgentDesignError
-from agentdesign.search import ReplayTable, save_cells
 
 RESULTS = Path(__file__).parent / "results"
 

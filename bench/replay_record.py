@@ -1,5 +1,5 @@
 """Records a replay table: designs chosen to cover the space, on GSM8K test items, item layer by
-item layer, through the product (`agentdesign.search._recording`).
+item layer, through the product (`agentdesign.benchmarking._recording`).
 
     .venv/bin/python bench/replay_record.py [--model embedded/qwen2.5-coder-0.5b] [--designs 40]
         [--items 100] [--layer 25] [--archive bench/results/table.sqlite] [--estimate]
@@ -33,14 +33,7 @@ import time
 from pathlib import Path
 
 from agentdesign.archive import Archive
-from agentdesign.components import (
-    AgentDesignError,
-    LLMCallError,
-    check_model,
-    default_chat_model,
-)
-from agentdesign.evaluators import examples_from_tasks, get_benchmark
-from agentdesign.search._recording import (
+from agentdesign.benchmarking import (
     GUESS_S_PER_CELL,
     LayerDone,
     estimate,
@@ -49,6 +42,13 @@ from agentdesign.search._recording import (
     table_designs,
     table_items,
 )
+from agentdesign.components import (
+    AgentDesignError,
+    LLMCallError,
+    check_model,
+    default_chat_model,
+)
+from agentdesign.evaluators import examples_from_tasks, get_benchmark
 
 
 def _duration(seconds: float) -> str:

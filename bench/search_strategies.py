@@ -21,9 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentdesign.components import AgentDesignError
-from agentdesign.search import (
-    STRATEGIES,
+from agentdesign.benchmarking import (
     ReplayResult,
     ReplayTable,
     held_out_accuracy,
@@ -31,6 +29,8 @@ from agentdesign.search import (
     shuffled_replay,
     split_half_reliability,
 )
+from agentdesign.components import AgentDesignError
+from agentdesign.search import STRATEGIES
 
 CHECKPOINTS = (10, 20, 30)
 

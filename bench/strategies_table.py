@@ -4,13 +4,13 @@
         [--evaluations 20] [--strategies shuffled random tpe mcts random+race tpe+race mcts+race]
         [--boot 1000] [--value-reps 100] [--save FILE.json] [--quick]
 
-TABLE is a replay table file (bench/replay_export.py; a cells file may hold several models: name
-one with --model). Every strategy is replayed in the table's world (`TableWorld`): its designs are
-the only ones, a proposal evaluates its nearest design not yet evaluated (the value-guided
-strategies first screen their candidates among all designs of the space with the value model, as
-in the engine), each evaluation scores the design's recorded outcomes on the run's search items
-(--search-items drawn at random from the table's items per seed) and spends their recorded
-tokens, and `+race` races it there as the live loop does (`search/_racing.py`'s defaults) on the
+TABLE is a replay table file (bench/replay_export.py; a cells file may hold several models: name one
+with --model). Every strategy is replayed in the table's world (`TableWorld`): its designs are the
+only ones, a proposal evaluates its nearest design not yet evaluated (the value-guided strategies
+first screen their candidates among all designs of the space with the value model, as in the
+engine), each evaluation scores the design's recorded outcomes on the run's search items
+(--search-items drawn at random from the table's items per seed) and spends their recorded tokens,
+and `+race` races it there as the live loop does (`agentdesign.search.racing`'s defaults) on the
 table's real item correlations. `shuffled` is the table in a seeded random order: uniform sampling
 without replacement, the no-information baseline of a finite table (`random` samples the space and
 is mapped to the nearest design, which favours designs in sparse corners). Every run gets at least
@@ -54,6 +54,14 @@ import numpy as np
 from _common import markdown_table
 from threadpoolctl import threadpool_limits
 
+from agentdesign.benchmarking import (
+    ReplayTable,
+    TableWorld,
+    full_items,
+    raced,
+    split_half_reliability,
+    truth_search,
+)
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.search import (
     STRATEGIES,
@@ -61,16 +69,13 @@ from agentdesign.search import (
     Labelled,
     Proposal,
     Racing,
-    ReplayTable,
     SearchSpace,
     Strategy,
     ValueModel,
     make_strategy,
     rank_correlation,
-    split_half_reliability,
 )
-from agentdesign.search._replay import Evaluated, TableWorld
-from agentdesign.search._truth_search import full_items, raced, truth_search
+from agentdesign.search.strategies import Evaluated
 
 RACED = "+race"
 SHUFFLED = "shuffled"

@@ -48,7 +48,7 @@ means) and be as reliable (split-half reliability, `split_half_reliability`).
 
 Each seed is one world: hundreds of items (`--items`), `--search-items` of them drawn as the
 run's search items; every strategy searches the same world (paired), through the replay's
-ask-and-tell loop (`agentdesign.search._replay.drive`), each design evaluated on every search
+ask-and-tell loop (`agentdesign.benchmarking._replay.drive`), each design evaluated on every search
 item with a Bernoulli outcome per item (fixed per world, design and item). Every run gets the
 same token budget, T<--evaluations> (what random search spends on average in that many
 evaluations), and at least `--evaluations` evaluations (at most twice as many): a strategy that
@@ -66,7 +66,7 @@ and tpe), and the share of seeds that got there (with its paired difference from
 which still compares where the medians are censored); the tokens saved on the way to the top 1%
 by screening (a strategy's `-unscreened` variant screens one candidate, so the value model picks
 nothing) and by racing (its `+race` variant races its designs with the live loop's defaults,
-`search/_racing.py`, docs/racing.md: after 4, 8 and 16 of 30 items, the design's upper
+`agentdesign.search.racing`, docs/racing.md: after 4, 8 and 16 of 30 items, the design's upper
 confidence bound against the incumbent's lower bound, the alpha spent over the stages; a design
 stopped early counts as an evaluation, spends its items' tokens and is never reported); and the
 value model's Spearman correlation with the true accuracies of `--designs` random designs after
@@ -117,19 +117,18 @@ from _truth_bench import (
 )
 from threadpoolctl import threadpool_limits
 
-from agentdesign.components import AgentDesignError, AgentSpec
-from agentdesign.search import (
-    SPACE_PRESETS,
-    STRATEGIES,
-    Labelled,
+from agentdesign.benchmarking import (
+    Calibration,
     ReplayTable,
-    ValueModel,
-    rank_correlation,
+    TruthRun,
+    TruthWorld,
+    calibrate,
+    load_records,
+    truth_search,
 )
-from agentdesign.search._replay import Evaluated
-from agentdesign.search._truth import Calibration, TruthWorld
-from agentdesign.search._truth_fit import calibrate, load_records
-from agentdesign.search._truth_search import TruthRun, truth_search
+from agentdesign.components import AgentDesignError, AgentSpec
+from agentdesign.search import SPACE_PRESETS, STRATEGIES, Labelled, ValueModel, rank_correlation
+from agentdesign.search.strategies import Evaluated
 
 
 def run_world(calibration: Calibration, settings: Settings, seed: int) -> Outcome:

@@ -44,11 +44,10 @@ from _common import markdown_table
 from strategies_truth import RECORDED, Z95
 from threadpoolctl import threadpool_limits
 
+from agentdesign.benchmarking import Calibration, TruthWorld, calibrate, load_records
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import get_benchmark
 from agentdesign.search import Domain, Labelled, SearchSpace, ValueModel, rank_correlation
-from agentdesign.search._truth import Calibration, TruthWorld
-from agentdesign.search._truth_fit import calibrate, load_records
 
 LABELS = (10, 30)
 PRIORS = ("related", "unrelated", "opposite")

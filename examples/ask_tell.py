@@ -15,9 +15,9 @@ import argparse
 import time
 from collections.abc import Sequence
 
+from agentdesign import create_search
 from agentdesign.components import Message, extract_answer
 from agentdesign.components.testing import FakeChatModel
-from agentdesign.search import create_search
 
 CAPITALS = {
     "France": "Paris",

@@ -99,7 +99,7 @@ class EmbeddedSpeed:
 _SPEED_PROBE = """
 import json, time
 from agentdesign.components import import_litellm
-from agentdesign.components._embedded import register_embedded_provider
+from agentdesign.components.llm._embedded import register_embedded_provider
 
 litellm = import_litellm()
 register_embedded_provider()

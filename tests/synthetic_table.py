@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
+from agentdesign.benchmarking import ReplayDesign, ReplayTable
 from agentdesign.components import AgentSpec
-from agentdesign.search import ReplayDesign, ReplayTable, SearchSpace
+from agentdesign.search import SearchSpace
 
 EFFECTS = {
     ("workflow", "self_consistency"): 0.15,

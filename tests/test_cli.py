@@ -344,8 +344,8 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
     from typer.testing import CliRunner
 
     from agentdesign.components.testing import FakeChatModel
-    from agentdesign.search import _loop
     from agentdesign.search.cli import _app
+    from agentdesign.search.study import _loop
 
     monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(_bfcl_or_capital))
     monkeypatch.setattr(_app, "console", _app.Console(width=200))

@@ -68,7 +68,7 @@ def test_a_component_without_a_range_or_a_registration_is_caught() -> None:
     registry = Registry(SLOTS)
     registry.register(Unbounded)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("agentdesign.components._checks.REGISTRY", registry)
+        patch.setattr("agentdesign.components._conformance.REGISTRY", registry)
         with pytest.raises(ConformanceError, match="'temperature' is searchable but has no low"):
             check_component(Unbounded)
 

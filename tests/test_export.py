@@ -31,12 +31,12 @@ from agentdesign.components import (
     render_export,
     write_export,
 )
-from agentdesign.components._export import _INLINED, load_exported_agent, render_runtime
-from agentdesign.components._export_text import rehearse
+from agentdesign.components.export._export import _INLINED, load_exported_agent, render_runtime
+from agentdesign.components.export._export_text import rehearse
 from agentdesign.components.testing import FakeChatModel
 
 MODEL = "fake/model"
-COMPONENTS = Path(__file__).resolve().parents[1] / "components"
+COMPONENTS = Path(__file__).resolve().parents[1] / "src" / "agentdesign" / "components"
 FILES = ["agent.py", "agentdesign_runtime.py", "examples.json", "prompts.md", "spec.json"]
 
 
@@ -328,7 +328,7 @@ def test_a_workflow_that_fails_on_placeholders_still_exports(
 ) -> None:
     """A plugin's workflow may expect real replies: the prompts file keeps the calls it made
     and says where and why the rehearsal stopped."""
-    from agentdesign.components._workflows import SinglePass
+    from agentdesign.components.library._workflows import SinglePass
 
     def fails(self: SinglePass, solver: Any, question: str) -> Any:
         solver.call(
@@ -518,7 +518,7 @@ def test_where_folders_cannot_be_swapped_re_exporting_is_refused(
         def __init__(self, *args: object, **kwargs: object) -> None:
             pass
 
-    monkeypatch.setattr("agentdesign.components._export.ctypes.CDLL", NoExchange)
+    monkeypatch.setattr("agentdesign.components.export._export.ctypes.CDLL", NoExchange)
     with pytest.raises(AgentDesignError, match="in one step here: remove it first"):
         write_export(EXPORT_SPECS[0], train_examples=POOL, out=out, evidence={"run": 2})
     assert _export_state(out) == before
@@ -553,7 +553,7 @@ def test_a_failure_while_writing_leaves_the_earlier_folder_or_none(
 
         return call
 
-    from agentdesign.components import _export
+    from agentdesign.components.export import _export
 
     monkeypatch.setattr(Path, "write_text", failing_at(Path.write_text))
     monkeypatch.setattr(Path, "rename", failing_at(Path.rename))
@@ -642,7 +642,7 @@ def test_killed_after_the_swap_the_new_folder_stands(
     whole, and the earlier one is a temporary that a later export sweeps up."""
     out = tmp_path / "out"
     write_export(EXPORT_SPECS[0], train_examples=POOL, out=out, evidence={"run": 1})
-    from agentdesign.components import _export
+    from agentdesign.components.export import _export
 
     def killed(path: Path, **kwargs: object) -> None:
         raise KeyboardInterrupt

@@ -26,11 +26,10 @@ from agentdesign.components import (
     Isolation,
     SandboxLimits,
     SandboxResult,
-    _isolation,
-    _seccomp,
     current_isolation,
     run_python,
 )
+from agentdesign.components.sandbox import _isolation, _seccomp
 
 LIMITS = SandboxLimits(wall_s=2.0, cpu_s=1.0, memory_mb=256, folder_mb=16)
 LAYERS = {"os+hooks": True, "os": False}

@@ -1,22 +1,38 @@
 """The floor plan holds: each package imports only from its own layer or the layers below it
-(components <- evaluators <- archive <- search <- search.cli), and reaches into another package
-only through its public names."""
+(components <- evaluators <- archive <- the search's folders <- the search's face <- cli <-
+benchmarking <- the top-level face), and reaches into another package only through its face."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-# Lowest first; a module may import from its own layer and those before it.
+import agentdesign
+from agentdesign.search import create_search
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+# Lowest first; a module may import from its own layer and those before it. Each is also a package
+# whose private modules only its own modules import (the folders inside components and evaluators
+# are parts of their layer, not layers).
 LAYERS = (
     "agentdesign.components",
     "agentdesign.evaluators",
     "agentdesign.archive",
+    "agentdesign.search.space",
+    "agentdesign.search.valuemodel",
+    "agentdesign.search.racing",
+    "agentdesign.search.verdict",
+    "agentdesign.search.strategies",
+    "agentdesign.search.study",
+    "agentdesign.search.report",
     "agentdesign.search",
     "agentdesign.search.cli",
+    "agentdesign.benchmarking",
+    "agentdesign",
 )
 
 
@@ -27,11 +43,11 @@ def _package(module: str) -> str:
 
 def _modules() -> list[tuple[str, Path]]:
     found = []
-    for folder in ("components", "evaluators", "archive", "search"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(("agentdesign", *parts)).removesuffix(".__init__")
-            found.append((name, path))
+    for path in sorted((SRC / "agentdesign").rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        name = ".".join(path.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+        found.append((name, path))
     return found
 
 
@@ -43,7 +59,7 @@ def _imports(path: Path) -> list[str]:
             names.append(node.module)
         elif isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
-    return [n for n in names if n.startswith("agentdesign.")]
+    return [n for n in names if n == "agentdesign" or n.startswith("agentdesign.")]
 
 
 @pytest.mark.parametrize(("module", "path"), _modules(), ids=lambda v: str(v))
@@ -53,16 +69,27 @@ def test_a_module_imports_only_its_layer_and_those_below(module: str, path: Path
     assert not above, f"{module} imports from a higher layer: {above}"
 
 
-def _top(module: str) -> str:
-    """The package a module is part of (search.cli is part of search: it may use its internals)."""
-    return ".".join(module.split(".")[:2])
-
-
 @pytest.mark.parametrize(("module", "path"), _modules(), ids=lambda v: str(v))
 def test_another_package_is_reached_through_its_public_names(module: str, path: Path) -> None:
     private = [
         n
         for n in _imports(path)
-        if _top(n) != _top(module) and any(part.startswith("_") for part in n.split("."))
+        if _package(n) != _package(module) and any(part.startswith("_") for part in n.split("."))
     ]
     assert not private, f"{module} imports private modules of another package: {private}"
+
+
+def test_the_top_level_face_loads_each_name_on_first_use() -> None:
+    # A fresh interpreter: `import agentdesign` alone loads no layer, and every face name resolves.
+    program = (
+        "import sys, agentdesign; "
+        "loaded = [m for m in sys.modules if m.startswith('agentdesign.')]; "
+        "assert not loaded, loaded; "
+        "print(sorted(n for n in agentdesign.__all__ if getattr(agentdesign, n) is None))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert agentdesign.create_search is create_search

@@ -29,8 +29,7 @@ from agentdesign.evaluators import (
     summarize,
 )
 from agentdesign.search import STRATEGIES, Budget, RunConfig, run_search, run_verdict
-from agentdesign.search.cli import _app
-from agentdesign.search.cli._progress import ProgressReporter, progress_bars
+from agentdesign.search.cli import ProgressReporter, _app, progress_bars
 
 # Variables that make rich draw for a terminal (or in colour) even when piped.
 _TERMINAL_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMNS")

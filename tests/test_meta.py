@@ -24,7 +24,7 @@ from agentdesign.components import (
     check_workflow_source,
     write_export,
 )
-from agentdesign.components._export import load_exported_agent
+from agentdesign.components.export._export import load_exported_agent
 from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import examples_from_tasks, get_benchmark
 from agentdesign.search import (

@@ -21,8 +21,8 @@ from agentdesign.components import (
     build_agent,
     write_export,
 )
-from agentdesign.components._export import load_exported_agent
 from agentdesign.components._plugins import PluginGroup
+from agentdesign.components.export._export import load_exported_agent
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import BENCHMARKS, available_benchmarks, get_benchmark
 from agentdesign.search import (

@@ -268,7 +268,7 @@ def _shown(print_it: Callable[[Console], None]) -> str:
 
 
 def test_show_lineage_prints_the_meta_agents_prompt_and_response(tmp_path: Path) -> None:
-    from agentdesign.search.cli._leaderboard import print_lineage
+    from agentdesign.search.cli import print_lineage
 
     prompt = "Improve on [bold]p1[/bold]: " + "x" * 1000  # markup-like text prints as it is
     parent, child = (AgentSpec.create(model=model) for model in ("fake/a", "fake/b"))
@@ -305,7 +305,7 @@ def test_show_lineage_prints_the_meta_agents_prompt_and_response(tmp_path: Path)
 
 
 def test_show_run_counts_the_meta_agents_proposals(tmp_path: Path) -> None:
-    from agentdesign.search.cli._leaderboard import print_leaderboard
+    from agentdesign.search.cli import print_leaderboard
 
     with Archive(str(tmp_path / "a.db")) as archive:
         _create_run(archive)

@@ -36,7 +36,7 @@ from agentdesign.components import (
     import_litellm,
     parse_spec,
 )
-from agentdesign.components._llm import redacted
+from agentdesign.components.llm._llm import redacted
 from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import Benchmark, get_benchmark, make_split
 from agentdesign.search import RunConfig, evaluate_agent
@@ -379,8 +379,8 @@ class Cli:
     model but without backoff between tries; `timeouts` lists each model's client timeout."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-        from agentdesign.search import _loop
         from agentdesign.search.cli import _app
+        from agentdesign.search.study import _loop
 
         self.monkeypatch, self.capsys, self.main = monkeypatch, capsys, _app.main
         self.timeouts: list[float] = []
@@ -582,7 +582,7 @@ def test_a_timeout_must_be_positive(tmp_path: Path, cli: Cli, command: str) -> N
 
 
 def test_known_providers_pass_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentdesign.components import _embedded
+    from agentdesign.components.llm import _embedded
 
     checked: list[str] = []
     monkeypatch.setattr(_embedded, "embedded_model_path", checked.append)

@@ -33,7 +33,7 @@ from agentdesign.search import (
     prompt_params,
     run_search,
 )
-from agentdesign.search._space import PROMPTS_ATTR
+from agentdesign.search.space import PROMPTS_ATTR
 
 SPEC = AgentSpec.create(model="fake/model", reasoning="cot")
 FAILED = [Failure(question="What is 2 + 3?", output="Answer: 6", expected="5")]

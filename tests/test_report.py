@@ -17,7 +17,7 @@ from agentdesign.components import AgentSpec, Message
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import TaskOutcome, get_benchmark, summarize
 from agentdesign.search import Budget, RunConfig, run_search
-from agentdesign.search.cli._report import write_report
+from agentdesign.search.report import write_report
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 SECTIONS = (

@@ -17,10 +17,10 @@ from agentdesign.components import (
     SandboxLimits,
     SandboxResult,
     SandboxUnavailableError,
-    _isolation,
     run_python,
 )
-from agentdesign.components._sandbox import _classify
+from agentdesign.components.sandbox import _isolation
+from agentdesign.components.sandbox._sandbox import _classify
 
 FAST = SandboxLimits(wall_s=3.0, cpu_s=3.0, memory_mb=256)
 REPO = Path(__file__).resolve().parents[1]

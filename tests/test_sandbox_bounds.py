@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from test_sandbox import run
 
-from agentdesign.components import Isolation, SandboxLimits, SandboxResult, _isolation, run_python
-from agentdesign.components._workfolder import WORK_PREFIX, remove_tree, sweep_stale_folders
+from agentdesign.components import Isolation, SandboxLimits, SandboxResult, run_python
+from agentdesign.components.sandbox import _isolation
+from agentdesign.components.sandbox._workfolder import WORK_PREFIX, remove_tree, sweep_stale_folders
 
 # A folder tree 1,200 deep (past Python's recursion limit), built in a few shallow steps each, so
 # that the audit hooks' path checks stay cheap.

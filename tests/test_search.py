@@ -25,7 +25,7 @@ from agentdesign.search import (
     space_from_option,
     unsuited_components,
 )
-from agentdesign.search._loop import study_name
+from agentdesign.search.study import study_name
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 

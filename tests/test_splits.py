@@ -22,17 +22,16 @@ from agentdesign.components import AgentDesignError, AgentSpec, Message
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark, make_split
 from agentdesign.search import Budget, RunConfig, make_strategy, resume_search, run_search
-from agentdesign.search._config import dev_task_ids
-from agentdesign.search._runs import _stored_search
-from agentdesign.search._splits import (
+from agentdesign.search.cli import RunOptions, _app
+from agentdesign.search.study import (
     RunItems,
     check_split,
+    dev_task_ids,
     draw_items,
     holdout_reuse,
     run_header,
+    stored_engine,
 )
-from agentdesign.search.cli import _app
-from agentdesign.search.cli._options import RunOptions
 
 
 def answers_3(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
@@ -59,7 +58,7 @@ def config(name: str, **fields: object) -> RunConfig:
 def cli(monkeypatch: pytest.MonkeyPatch, folder: Path, command: str) -> str:
     """`agentdesign COMMAND` in this process, on the fake model (a run in the single-call space,
     written to `folder`); its output (exit 0 asserted)."""
-    from agentdesign.search import _loop
+    from agentdesign.search.study import _loop
 
     args = command.split()
     if args[0] == "run":
@@ -137,7 +136,7 @@ def test_an_old_style_run_resumes_with_its_split_and_dev_items(archive_url: str)
         upgraded = archive.get_run("old")
         assert upgraded.dev_task_ids == ()  # not stored then; drawn again from its config
         assert [
-            t.id for t in _stored_search(archive, "old", None, FAKE, None, 1).dev_tasks
+            t.id for t in stored_engine(archive, "old", None, FAKE, None, 1).dev_tasks
         ] == list(dev)
         # the confirmed run's holdout evaluations are its looks, read off its run entries
         assert [

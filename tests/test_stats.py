@@ -24,7 +24,7 @@ from agentdesign.evaluators import (
     summarize,
     winner_optimism,
 )
-from agentdesign.evaluators._stats import (
+from agentdesign.evaluators.stats._stats import (
     BOOTSTRAP,
     EXACT,
     PAIRED_BOOTSTRAP,

@@ -17,6 +17,13 @@ import pytest
 from synthetic_table import make_synthetic_table
 
 from agentdesign.archive import Archive
+from agentdesign.benchmarking import (
+    ReplayTable,
+    held_out_accuracy,
+    replay_search,
+    shuffled_replay,
+    split_half_reliability,
+)
 from agentdesign.components import SLOTS, AgentDesignError, AgentSpec, Message
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark
@@ -31,24 +38,19 @@ from agentdesign.search import (
     MctsStrategy,
     Observation,
     OptunaStrategy,
-    ReplayTable,
     RunConfig,
     SearchSpace,
     ValueModel,
     assess_value_model,
-    held_out_accuracy,
     history_from_study,
     make_strategy,
     pairwise_design,
     rank_correlation,
     register_strategy,
-    replay_search,
     resume_search,
     run_search,
-    shuffled_replay,
-    split_half_reliability,
 )
-from agentdesign.search._loop import study_name
+from agentdesign.search.study import study_name
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 QUICK = SPACE_PRESETS["quick"]
@@ -386,7 +388,7 @@ def test_a_replayed_sampler_learns_from_the_design_evaluated_and_its_own_score(
     def make(name: str, **kwargs: Any) -> OptunaStrategy:
         return OptunaStrategy(sampler=lambda seed: watched, **kwargs)
 
-    monkeypatch.setattr("agentdesign.search._replay.make_strategy", make)
+    monkeypatch.setattr("agentdesign.benchmarking._replay.make_strategy", make)
     result = replay_search(table, "watched", seed=0, n_evaluations=16)
     designs, space = table.by_hash(), table.space()
     assert len(set(result.hashes)) == 16 and learnt
@@ -412,7 +414,7 @@ def test_a_replayed_guided_strategy_screens_before_its_choice_is_mapped(
             return super().predict(specs, history, weight)
 
     monkeypatch.setattr(
-        "agentdesign.search._replay.make_strategy",
+        "agentdesign.benchmarking._replay.make_strategy",
         lambda name, **kwargs: Watching(n_initial=4, **kwargs),
     )
     result = replay_search(table, "mcts", seed=0, n_evaluations=10)

@@ -16,32 +16,29 @@ from synthetic_table import make_synthetic_table
 from test_strategies import Killed, cot_is_right
 
 from agentdesign.archive import Archive
-from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
-from agentdesign.components.testing import FakeChatModel
-from agentdesign.evaluators import get_benchmark, make_split
-from agentdesign.search import (
-    Racing,
-    ReplayDesign,
-    ReplayTable,
-    SearchSpace,
-    Usage,
-    load_tables,
-    make_strategy,
-    save_cells,
-)
-from agentdesign.search._recording import (
+from agentdesign.benchmarking import (
     ANCHORS,
     CHEAP_LIMITS,
     LayerDone,
+    ReplayDesign,
+    ReplayTable,
+    TableWorld,
+    Usage,
     estimate,
     grid_values,
+    load_tables,
+    raced,
     record_layers,
     run_items,
+    save_cells,
     table_designs,
     table_items,
+    truth_search,
 )
-from agentdesign.search._replay import TableWorld
-from agentdesign.search._truth_search import raced, truth_search
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
+from agentdesign.components.testing import FakeChatModel
+from agentdesign.evaluators import get_benchmark, make_split
+from agentdesign.search import Racing, SearchSpace, make_strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = get_benchmark("gsm8k")

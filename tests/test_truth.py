@@ -15,24 +15,32 @@ import pytest
 from sklearn.linear_model import LinearRegression
 from threadpoolctl import threadpool_limits
 
+from agentdesign.benchmarking import (
+    Calibration,
+    Record,
+    ReplayTable,
+    TruthWorld,
+    calibrate,
+    load_records,
+    raced,
+    records_from_table,
+    split_half_reliability,
+    truth_features,
+    truth_search,
+)
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.search import (
     SPACE_PRESETS,
     History,
     Proposal,
     Racing,
-    ReplayTable,
     SearchSpace,
     Strategy,
     design_features,
     make_strategy,
     rank_correlation,
-    split_half_reliability,
 )
-from agentdesign.search._replay import Evaluated
-from agentdesign.search._truth import Calibration, TruthWorld, truth_features
-from agentdesign.search._truth_fit import Record, calibrate, load_records, records_from_table
-from agentdesign.search._truth_search import raced, truth_search
+from agentdesign.search.strategies import Evaluated
 
 RESULTS = Path(__file__).parent.parent / "bench" / "results"
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+from agentdesign.benchmarking import Calibration, TruthWorld, calibrate, load_records
 from agentdesign.components import SLOTS, AgentSpec
 from agentdesign.search import (
     Domain,
@@ -22,8 +23,6 @@ from agentdesign.search import (
     ValueModel,
     rank_correlation,
 )
-from agentdesign.search._truth import Calibration, TruthWorld
-from agentdesign.search._truth_fit import calibrate, load_records
 
 RESULTS = Path(__file__).parent.parent / "bench" / "results"
 RECORDED = [RESULTS / "replay.sqlite", RESULTS / "workflows.sqlite"]

@@ -31,15 +31,14 @@ from agentdesign.search import (
     resume_search,
     run_search,
 )
-from agentdesign.search._config import dev_task_ids
-from agentdesign.search._verdict import (
+from agentdesign.search.cli import evaluation_items, leaderboard_json
+from agentdesign.search.study import dev_task_ids
+from agentdesign.search.verdict import (
     cot_baseline,
     cot_sc_baseline,
     holdout_choice,
     run_verdict,
 )
-from agentdesign.search.cli._app import _evaluation_items
-from agentdesign.search.cli._leaderboard import leaderboard_json
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
 
@@ -250,8 +249,8 @@ def test_a_run_with_a_recorded_winner_cannot_search_on(archive: Archive) -> None
 def test_evaluate_run_uses_exactly_the_stored_ids(archive: Archive) -> None:
     run_search(archive, config("e", n_search=20), llm=FakeChatModel(right_when_thinking))
     run = archive.get_run("e")
-    _, holdout = _evaluation_items(archive, "e", "humaneval", "holdout", None, seed=7)
-    _, search = _evaluation_items(archive, "e", "humaneval", "search", 3, seed=7)
+    _, holdout = evaluation_items(archive, "e", "humaneval", "holdout", None, seed=7)
+    _, search = evaluation_items(archive, "e", "humaneval", "search", 3, seed=7)
     assert holdout == list(run.holdout_task_ids)
     assert search == list(run.search_task_ids[:3])
 
@@ -405,8 +404,8 @@ def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
     fake model in place of the real one."""
     from typer.testing import CliRunner
 
-    from agentdesign.search import _loop
     from agentdesign.search.cli import _app
+    from agentdesign.search.study import _loop
 
     monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(noisy))
     monkeypatch.setattr(_app, "console", _app.Console(width=400))

@@ -183,7 +183,7 @@ def test_a_worker_whose_database_stays_away_stops_in_one_line_and_resumes(
     from agentdesign.components import AgentDesignError
     from agentdesign.components.testing import FakeChatModel
     from agentdesign.search import Budget, RunConfig
-    from agentdesign.search._runs import resume_search, run_worker
+    from agentdesign.search.study import resume_search, run_worker
 
     direct = make_url(postgres_schema())
     config = RunConfig(
@@ -248,7 +248,7 @@ def test_a_worker_killed_before_its_trials_first_heartbeat_is_taken_over(
     """A running trial with no heartbeat at all, as a worker killed between starting a trial and
     its first heartbeat leaves it: optuna never fails such a trial, and the survivor used to wait
     for it before the holdout confirmation for ever (one CI run in four timed out so)."""
-    from agentdesign.search._loop import study_name
+    from agentdesign.search.study import study_name
 
     url = postgres_schema()
     with Archive(url):  # its tables, optuna's among them
@@ -341,7 +341,7 @@ def test_a_worker_held_up_past_its_lease_abandons_the_lost_work_quietly(
     finds the first worker's trial to take over."""
     from agentdesign.components.testing import FakeChatModel
     from agentdesign.search import Budget, RunConfig
-    from agentdesign.search._runs import resume_search, run_worker
+    from agentdesign.search.study import resume_search, run_worker
 
     def answer(model: str, messages: object, temperature: float, seed: int | None) -> str:
         return "Answer: 3"

@@ -21,8 +21,8 @@ from agentdesign.components import (
     current_isolation,
     parse_spec,
 )
-from agentdesign.components._functional import find_python
-from agentdesign.components._memory import BM25
+from agentdesign.components.library._memory import BM25
+from agentdesign.components.library._tools import find_python
 from agentdesign.components.testing import FakeChatModel
 
 MODEL = "fake/model"

@@ -1,0 +1,188 @@
+"""Agent components, agent specs, the runtime that runs them, and the LLM boundary.
+
+What is exported, and nothing else (the rest is internal and may change):
+
+- specs and agents: `AgentSpec`, `parse_spec`, `build_agent`, `Agent`, `AgentResult` with its
+  `CallRecord` trace, `TaskBudget`; export with `write_export` (an `ExportedAgent` folder) and
+  `render_export`;
+- models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
+  `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
+  `sqlite_disk_full`,
+  `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`, and for a runner that
+  gives up on a task, `pending_model_call` with its `PendingCall`;
+- extending: the slot base classes a new component subclasses (`Workflow`, `Planning`,
+  `Reasoning`, `Memory`, `Tool`, `Reflection`, on `Component`), the types their methods take and
+  return (`Solver`, `Attempt`, `Observation`, `Example`, `Lesson`, `Recall`, `MemoryStore`;
+  `Environment`, `EnvState`, `Episode`, `EnvironmentFailed` for interactive tasks), `register`,
+  `param`, `ParamInfo`, the registry (`REGISTRY`, `SLOTS`, `Registry`, `NamedRegistry`), helpers
+  (`extract_answer`, `safe_eval`) and the conformance check (`check_component`,
+  `ConformanceError`);
+- the sandbox for model-written code: `run_python`, `SandboxLimits`, `SandboxResult`,
+  `current_isolation`, `Isolation`, `UNSAFE_ENV`;
+- what users hand in, within bounds: `read_regular_file`, `read_text_file`, `decode_text`,
+  `check_nesting`, `check_unicode` and their `MAX_*` limits;
+- errors: `AgentDesignError` and its `SpecError`, `ProviderError`, `ModelUnavailableError`,
+  `SandboxUnavailableError`.
+
+Test doubles (a fake model) are in `agentdesign.components.testing`.
+"""
+
+from __future__ import annotations
+
+# isort: off
+# First, before anything imports a component module: the built-ins register in this order (the
+# listing's and the search space's, so that a seeded run draws the designs it always drew).
+from agentdesign.components.library import _workflows  # noqa: F401
+# isort: on
+
+from agentdesign.components._agent import Agent, AgentResult, Solver
+from agentdesign.components._build import (
+    build_agent,
+    check_model,
+    default_chat_model,
+    parse_spec,
+)
+from agentdesign.components._conformance import ConformanceError, check_component
+from agentdesign.components._environment import Environment, EnvironmentFailed, EnvState, Episode
+from agentdesign.components._errors import (
+    AgentDesignError,
+    ModelUnavailableError,
+    ProviderError,
+    SandboxUnavailableError,
+    SpecError,
+)
+from agentdesign.components._input import (
+    MAX_DATA_BYTES,
+    MAX_LINE_BYTES,
+    MAX_NESTING,
+    MAX_SETTINGS_BYTES,
+    check_nesting,
+    check_unicode,
+    decode_text,
+    read_regular_file,
+    read_text_file,
+)
+from agentdesign.components._parsing import extract_answer
+from agentdesign.components._plugins import NamedRegistry
+from agentdesign.components._registry import (
+    REGISTRY,
+    SLOTS,
+    Component,
+    ParamInfo,
+    Registry,
+    param,
+    register,
+)
+from agentdesign.components._slots import (
+    Attempt,
+    Memory,
+    Observation,
+    Planning,
+    Reasoning,
+    Reflection,
+    Tool,
+    Workflow,
+)
+from agentdesign.components._spec import AgentSpec
+from agentdesign.components.export._export import ExportedAgent, render_export, write_export
+from agentdesign.components.library._code import CodeWorkflow, check_workflow_source
+from agentdesign.components.library._memory import Example, Lesson, MemoryStore, Recall
+from agentdesign.components.library._tools import safe_eval
+from agentdesign.components.llm._cache import ResponseCache, default_cache_dir, sqlite_disk_full
+from agentdesign.components.llm._embedded import embedded_thread_choice
+from agentdesign.components.llm._llm import (
+    DEFAULT_LLM_TIMEOUT_S,
+    LiteLLMChatModel,
+    PendingCall,
+    import_litellm,
+    pending_model_call,
+)
+from agentdesign.components.llm._trace import (
+    CallRecord,
+    ChatModel,
+    Completion,
+    LLMCallError,
+    Message,
+    TaskBudget,
+)
+from agentdesign.components.sandbox._isolation import UNSAFE_ENV, Isolation, current_isolation
+from agentdesign.components.sandbox._sandbox import SandboxLimits, SandboxResult, run_python
+
+__all__ = [
+    "DEFAULT_LLM_TIMEOUT_S",
+    "MAX_DATA_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_NESTING",
+    "MAX_SETTINGS_BYTES",
+    "REGISTRY",
+    "SLOTS",
+    "UNSAFE_ENV",
+    "Agent",
+    "AgentDesignError",
+    "AgentResult",
+    "AgentSpec",
+    "Attempt",
+    "CallRecord",
+    "ChatModel",
+    "CodeWorkflow",
+    "Completion",
+    "Component",
+    "ConformanceError",
+    "EnvState",
+    "Environment",
+    "EnvironmentFailed",
+    "Episode",
+    "Example",
+    "ExportedAgent",
+    "Isolation",
+    "LLMCallError",
+    "Lesson",
+    "LiteLLMChatModel",
+    "Memory",
+    "MemoryStore",
+    "Message",
+    "ModelUnavailableError",
+    "NamedRegistry",
+    "Observation",
+    "ParamInfo",
+    "PendingCall",
+    "Planning",
+    "ProviderError",
+    "Reasoning",
+    "Recall",
+    "Reflection",
+    "Registry",
+    "ResponseCache",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailableError",
+    "Solver",
+    "SpecError",
+    "TaskBudget",
+    "Tool",
+    "Workflow",
+    "build_agent",
+    "check_component",
+    "check_model",
+    "check_nesting",
+    "check_unicode",
+    "check_workflow_source",
+    "current_isolation",
+    "decode_text",
+    "default_cache_dir",
+    "default_chat_model",
+    "embedded_thread_choice",
+    "extract_answer",
+    "import_litellm",
+    "param",
+    "parse_spec",
+    "pending_model_call",
+    "read_regular_file",
+    "read_text_file",
+    "register",
+    "render_export",
+    "run_python",
+    "safe_eval",
+    "sqlite_disk_full",
+    "write_export",
+]
