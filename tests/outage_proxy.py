@@ -34,7 +34,7 @@ class OutageProxy:
             listener, self._listener = self._listener, None
             dropped, self._open = self._open, []
         assert listener is not None
-        listener.close()
+        _drop(listener)  # shut down first: a bare close leaves the accept thread listening
         for sock in dropped:
             _drop(sock)
         self._accepting.join(timeout=5)
@@ -50,7 +50,7 @@ class OutageProxy:
             listener, self._listener = self._listener, None
             dropped, self._open = self._open, []
         if listener is not None:
-            listener.close()
+            _drop(listener)
         for sock in dropped:
             _drop(sock)
 

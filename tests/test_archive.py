@@ -15,9 +15,10 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any, TypeVar
 
+import optuna
 import pytest
 from sqlalchemy import create_engine, event, inspect, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, PendingRollbackError
 
 from agentdesign.archive import (
     AgentRecord,
@@ -304,6 +305,63 @@ def test_a_dropped_transaction_runs_again_unless_it_may_have_been_written() -> N
     with pytest.raises(ArchiveUnreachableError, match=r"did not answer again within 0\.5 s"):
         outage.ride(dropped("SELECT 1", in_statement="SELECT 1", times=1000))
     assert 0.5 <= time.monotonic() - started < 3 and len(runs) > 2
+    engine.dispose()
+
+
+def test_a_statement_refused_after_a_drop_is_the_drop() -> None:
+    """optuna catches the error of a connection that dropped and tries another query on it, which
+    SQLAlchemy refuses until the transaction is rolled back, and optuna wraps the refusal: that
+    is the drop, and the transaction runs again, or stops if the drop was in a write's commit
+    (a drop that was being handled when the transaction began is not its own). A refusal after a
+    failed flush, whatever failed it, is not a drop."""
+    engine = create_engine("sqlite://")
+    outage = DatabaseOutage(bound_s=5, shown_url="db")
+    outage.listen(engine)
+    runs: list[str] = []
+
+    def refused(dropped_in: str | bool | None, code: str = "8s2b") -> Callable[[], str]:
+        """Writes, then is refused, after a drop in statement `dropped_in` (None: in the commit;
+        False: none of its own)."""
+
+        def refuse() -> None:
+            try:
+                raise PendingRollbackError("Can't reconnect until rolled back", code=code)
+            except PendingRollbackError as refusal:
+                raise optuna.exceptions.StorageInternalError("in the commit") from refusal
+
+        def transaction() -> str:
+            runs.append(code)
+            if len(runs) > 1:
+                return "done"
+            with engine.connect() as conn:
+                conn.execute(text("CREATE TABLE IF NOT EXISTS t (x INTEGER)"))
+            if dropped_in is False:
+                refuse()
+            try:
+                raise OperationalError(
+                    dropped_in, {}, Exception("gone"), connection_invalidated=True
+                )
+            except OperationalError:
+                refuse()
+            return "never"
+
+        return transaction
+
+    for dropped_in in ("SELECT 1", False):
+        assert outage.ride(refused(dropped_in)) == "done" and len(runs) == 2
+        runs.clear()
+    with pytest.raises(ArchiveUnreachableError, match=r"^lost the archive database db \(gone\) "):
+        outage.ride(refused(None))
+    assert len(runs) == 1
+    runs.clear()
+    try:
+        raise OperationalError(None, {}, Exception("earlier"), connection_invalidated=True)
+    except OperationalError:
+        assert outage.ride(refused(False)) == "done" and len(runs) == 2
+    runs.clear()
+    with pytest.raises(optuna.exceptions.StorageInternalError):
+        outage.ride(refused("SELECT 1", code="7s2a"))
+    assert len(runs) == 1
     engine.dispose()
 
 

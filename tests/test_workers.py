@@ -22,7 +22,7 @@ import optuna
 import pytest
 from forked_python import ForkedProcess, start_forked
 from outage_proxy import OutageProxy
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, event, make_url, text
 
 from agentdesign.archive import Archive
 
@@ -172,6 +172,41 @@ def test_workers_ride_through_a_database_restart(
             _, err = resumed.communicate(timeout=240)
             assert resumed.returncode == 0, err
     _check_run(direct.render_as_string(hide_password=False), logs)
+
+
+@pytest.mark.postgres
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used")
+def test_a_read_of_the_trials_cut_half_way_rides_through(
+    postgres_schema: Callable[[], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The outage drops the connection after optuna read the trials but before it loaded their
+    values: optuna tries another query on the dropped connection, which refuses it until rolled
+    back; the read runs again once the database answers, as any read cut by an outage does."""
+    direct = make_url(postgres_schema())
+    with OutageProxy((direct.host or "127.0.0.1", direct.port or 5432)) as proxy:
+        url = direct.set(port=proxy.port).render_as_string(hide_password=False)
+        with Archive(url) as archive:
+            storage = archive.study_storage(
+                heartbeat_interval=10, grace_period=30, stale_trial_callback=lambda *_: None
+            )
+            study = optuna.create_study(study_name="cut", storage=storage)
+            for x in (1.0, 2.0):
+                study.enqueue_trial({"x": x})
+            cuts: list[str] = []
+
+            def cut_once(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+                if "FROM trial_values" in statement and not cuts:
+                    cuts.append(statement)
+                    proxy.cut(0.3)
+
+            event.listen(storage.engine, "before_cursor_execute", cut_once)
+            with caplog.at_level(logging.WARNING):
+                study = optuna.load_study(study_name="cut", storage=storage)
+                waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+            fixed = [trial.system_attrs["fixed_params"] for trial in waiting]
+            assert len(cuts) == 1 and fixed == [{"x": 1.0}, {"x": 2.0}]
+            assert "reconnecting for up to 60 s" in caplog.text
+            storage.engine.dispose()
 
 
 @pytest.mark.postgres

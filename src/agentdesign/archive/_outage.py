@@ -8,12 +8,18 @@ retries a refused connection with backoff; each of their transactions runs throu
 seconds from the outage's start: then `ArchiveUnreachableError`, one line. A transaction that
 wrote and whose connection dropped during its commit is never run again, as it may have been
 written: that is an `ArchiveUnreachableError` at once.
+
+A dropped connection is seen however the transaction reports it: as the driver's error, as
+optuna's `StorageInternalError` wrapping it, or as the refusal of a statement tried after the drop
+on the same connection (optuna's `_get_trials` catches an `OperationalError` and tries another
+query: SQLAlchemy refuses it until the transaction is rolled back).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import optuna
 from sqlalchemy import Engine, event
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, PendingRollbackError
 
 from agentdesign.archive._errors import ArchiveUnreachableError
 
@@ -74,16 +80,22 @@ class DatabaseOutage:
         (or in the commit of one that only read)."""
         state = self._transaction
         outer = getattr(state, "wrote", False)  # a transaction this one runs within
+        handled = sys.exception()  # raised before this transaction, so no drop of its own
         try:
             while True:
                 state.wrote = False
                 try:
                     result = transaction()
-                except (DBAPIError, optuna.exceptions.StorageInternalError) as exc:
-                    dropped = exc if isinstance(exc, DBAPIError) else exc.__cause__
-                    if not isinstance(dropped, DBAPIError) or not dropped.connection_invalidated:
+                except (
+                    DBAPIError,
+                    PendingRollbackError,
+                    optuna.exceptions.StorageInternalError,
+                ) as exc:
+                    dropped = _dropped_connection(exc, handled)
+                    if dropped is None:
                         raise
-                    if dropped.statement is None and state.wrote:  # in its commit: written?
+                    in_commit = isinstance(dropped, DBAPIError) and dropped.statement is None
+                    if in_commit and state.wrote:  # written or not, nobody can tell
                         raise self._lost(dropped, "during a commit") from exc
                     self._pause_or_give_up(dropped)
                     continue
@@ -114,6 +126,31 @@ class DatabaseOutage:
         return ArchiveUnreachableError(
             f"lost the archive database {self._shown_url} ({first_line(err)}) {how}"
         )
+
+
+def _dropped_connection(
+    exc: BaseException, handled: BaseException | None
+) -> DBAPIError | PendingRollbackError | None:
+    """The error of the dropped connection that `exc`, raised by a transaction, comes of, if it
+    does: `exc` itself, the error optuna's `StorageInternalError` wraps, or a statement's refusal
+    to run on a connection that dropped earlier in the transaction (then the drop, if the refusal
+    came while it was handled, else the refusal). `handled`: the exception being handled when the
+    transaction began, where the search stops."""
+    if isinstance(exc, optuna.exceptions.StorageInternalError):  # optuna's, of any SQLAlchemyError
+        exc = exc.__cause__ if exc.__cause__ is not None else exc
+    if isinstance(exc, DBAPIError):
+        return exc if exc.connection_invalidated else None
+    # The Connection's "Can't reconnect until invalid transaction is rolled back" ("8s2b"): its
+    # connection dropped within this transaction, which never reached its commit. (The Session's
+    # refusal after a failed flush, "7s2a", may follow any error: not a drop by itself.)
+    if not isinstance(exc, PendingRollbackError) or exc.code != "8s2b":
+        return None
+    cause = exc.__context__
+    while cause is not None and cause is not handled:
+        if isinstance(cause, DBAPIError) and cause.connection_invalidated:
+            return cause
+        cause = cause.__cause__ if cause.__cause__ is not None else cause.__context__
+    return exc
 
 
 class _Riding(Protocol):
