@@ -95,7 +95,7 @@ class Shuffled(Strategy):
         order = np.random.default_rng([seed, 7]).permutation(len(designs))
         self._order = [designs[int(i)] for i in order]
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         for spec in self._order:
             if spec.spec_hash not in history.seen:
                 return Proposal(spec=spec, operator="sample")

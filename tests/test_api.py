@@ -235,7 +235,7 @@ def test_a_benchmark_object_is_searched_and_passed_again_to_resume(tmp_path: Pat
 class OnlyCot(Strategy):
     """Proposes chain-of-thought designs only, so the test sees that this object proposed."""
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         return Proposal(spec=self.space.sample(rng, components={"reasoning": "cot"}))
 
 

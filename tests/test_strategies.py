@@ -6,6 +6,7 @@ The replay table here is SYNTHETIC (tests/synthetic_table.py): made-up scores wi
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ from agentdesign.search import (
     OptunaStrategy,
     RunConfig,
     SearchSpace,
+    Strategy,
     ValueModel,
     assess_value_model,
     history_from_study,
@@ -137,6 +139,25 @@ def test_guided_strategies_record_parents_and_operators(archive: Archive) -> Non
         if "crossover" in (archive.get_agent(row.agent_hash).operator or "")
     ]
     assert crossed and all(a.co_parent_hash is not None for a in crossed)  # both parents known
+
+
+def test_the_built_in_strategies_extend_only_through_public_methods() -> None:
+    """What a built-in strategy overrides is what a plugin may override: public, documented
+    methods, never a private hook."""
+
+    def subclasses(cls: type) -> list[type]:
+        return [cls, *(c for sub in cls.__subclasses__() for c in subclasses(sub))]
+
+    built_in = [
+        c for c in subclasses(Strategy) if c.__module__.startswith("agentdesign.search.strategies")
+    ]
+    assert {OptunaStrategy, GuidedStrategy, MctsStrategy, EvolutionStrategy} <= set(built_in)
+    for cls in built_in:
+        for name, value in vars(cls).items():
+            inherited = any(name in vars(base) for base in cls.__mro__[1:])
+            if callable(value) and inherited and not name.startswith("__"):
+                assert not name.startswith("_"), f"{cls.__name__} overrides {name}"
+                assert inspect.getdoc(getattr(Strategy, name, value)), f"{name} is undocumented"
 
 
 def test_the_guided_base_is_abstract_and_evolution_declares_its_crossover() -> None:

@@ -163,7 +163,7 @@ class Watching(Strategy):
 
     seen: tuple[str, ...] = ()
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         self.seen = tuple(o.state for o in history.observations)
         return None
 

@@ -124,12 +124,22 @@ class StartUp:
 
 
 class Strategy:
-    """Base of every strategy. Subclasses override the `_internal_*` hooks, never `propose`.
+    """Base of every strategy: subclass it and override the extension points, all public.
 
-    The study's sampler (`sampler()`) proposes whenever `_internal_propose` returns None: that is
-    how the optuna strategies work. Model-based strategies return a Proposal, which the loop
-    enqueues into the study so the trial holds its parameters exactly. Those that learn from the
-    rest of the archive set `reads_prior`: only for them does the loop read it.
+    - `suggest(history, rng)`: the next design to evaluate as a `Proposal`, or None to leave the
+      trial to the study's sampler. Draw every random number from `rng`: it is seeded by the run's
+      seed and the number of trials so far, so a resumed run proposes what it would have.
+    - `sampler()`: the optuna sampler that proposes whenever `suggest` returns None (by default
+      a seeded random sampler). The optuna strategies (random, tpe, nsga2) only override this.
+    - `learn(history)`: brings whatever the strategy derives from results (a value model) up to
+      `history`; called before `suggest` by strategies that need it, and idempotent.
+    - `start_up()`: the designs proposed before any result counts, for the run's header.
+
+    Callers (the run loop, `Search.ask`, the conformance check) call `propose`, never `suggest`:
+    `propose` seeds the generator and redraws a design the run already has. Model-based
+    strategies return a Proposal, which the loop enqueues into the study so the trial holds its
+    parameters exactly. Those that learn from the rest of the archive set `reads_prior`: only for
+    them does the loop read it.
     """
 
     reads_prior: ClassVar[bool] = False
@@ -148,13 +158,12 @@ class Strategy:
         up, down = optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE
         return [up] if self.objective == "score" else [up, down]
 
-    def sampler(self) -> optuna.samplers.BaseSampler:
-        return self._internal_sampler()
-
     def propose(self, history: History) -> Proposal | None:
-        """The next design to evaluate, never one the run already has (None: ask the sampler)."""
+        """The next design to evaluate, never one the run already has (None: ask the sampler).
+
+        The template callers use; subclasses override `suggest`, not this."""
         rng = np.random.default_rng([self.seed, len(history.observations)])
-        proposal = self._internal_propose(history, rng)
+        proposal = self.suggest(history, rng)
         if proposal is None or proposal.spec.spec_hash not in history.seen:
             return proposal
         for _ in range(_REDRAWS):  # a strategy stuck on known designs falls back to sampling
@@ -163,25 +172,24 @@ class Strategy:
                 return Proposal(spec=spec, operator="sample")
         return None
 
+    # -- extension points --
+
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
+        """The design this strategy would evaluate next, drawn with `rng`; None (the default)
+        leaves the trial to `sampler()`. A design the run already has is redrawn by `propose`."""
+        return None
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        """The study's sampler, which proposes whenever `suggest` returns None."""
+        return optuna.samplers.RandomSampler(seed=self.seed)
+
     def learn(self, history: History) -> None:
         """Brings whatever the strategy derives from results (a value model) up to `history`."""
-        self._internal_learn(history)
 
     def start_up(self) -> StartUp | None:
         """Its start-up designs, if it has any: a strategy that learns from its first result, or
         never learns, has none."""
         return None
-
-    # -- hooks --
-
-    def _internal_sampler(self) -> optuna.samplers.BaseSampler:
-        return optuna.samplers.RandomSampler(seed=self.seed)
-
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
-        return None
-
-    def _internal_learn(self, history: History) -> None:
-        pass
 
     # -- shared by subclasses --
 

@@ -10,25 +10,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from agentdesign.components import SLOTS, AgentSpec
 from agentdesign.search.space import SearchSpace, crossover, merge_prompts, mutate, pairwise_design
 from agentdesign.search.strategies._base import History, Proposal, StartUp, Strategy, softmax
+from agentdesign.search.strategies._meta import MetaAgent
 from agentdesign.search.strategies._refine import PromptRefiner
 from agentdesign.search.valuemodel import Domain, ValueModel
-
-if TYPE_CHECKING:
-    from agentdesign.search.strategies._meta import MetaAgent
 
 __all__ = ["GuidedStrategy"]
 
 
 class GuidedStrategy(Strategy):
-    """Abstract base of the value-guided strategies: a subclass declares `operators`, its mix of
-    offspring operators, and may choose how offspring are picked (`_internal_select`).
+    """Abstract base of the value-guided strategies. Its extension points: a subclass declares
+    `operators`, its mix of offspring operators by name ("mutation", "recombination", "crossover",
+    "merge", "sample"), and may override `select`, which picks the candidate to evaluate from
+    the screened offspring (by default the best optimistic bound).
 
     `n_initial` caps the pairwise cold start (default 8, so that the value model chooses from the
     ninth proposal on; None: the whole covering design of 28-30 rows); `explore` is k in
@@ -92,7 +92,9 @@ class GuidedStrategy(Strategy):
 
     # -- learning: a derived cache, refit whenever the results differ --
 
-    def _internal_learn(self, history: History) -> None:
+    def learn(self, history: History) -> None:
+        """Refits the value model (and the cost model under score-cost) when the results differ
+        from those it was fitted on."""
         rows = history.labelled()
         key = tuple((r.spec.spec_hash, r.description, r.score, r.weight) for r in rows)
         if key == self._fitted_on:
@@ -119,7 +121,7 @@ class GuidedStrategy(Strategy):
 
     # -- proposing --
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         if self._meta_turn(history):  # from the start: a small budget never ends the cold start
             self.learn(history)
             weight = float(rng.uniform(0.0, 0.5))
@@ -143,7 +145,7 @@ class GuidedStrategy(Strategy):
         if not candidates:
             return None
         mean, std = self.predict([c.spec for c in candidates], history, weight)
-        return self._internal_select(history, candidates, mean, std, fitness, weight)
+        return self.select(history, candidates, mean, std, fitness, weight)
 
     def _meta_turn(self, history: History) -> bool:
         """Whether the meta agent writes this proposal: every `meta.every`-th one, once the run
@@ -255,7 +257,7 @@ class GuidedStrategy(Strategy):
                 )
         return children
 
-    def _internal_select(
+    def select(
         self,
         history: History,
         candidates: list[Proposal],
@@ -264,5 +266,7 @@ class GuidedStrategy(Strategy):
         fitness: dict[str, float],
         weight: float,
     ) -> Proposal:
-        """The candidate with the best optimistic bound."""
+        """The candidate to evaluate, from `candidates` with the value model's `mean` and `std`
+        of each (under score-cost already less `weight` times the predicted cost) and the
+        `fitness` of each complete design; by default the one with the best optimistic bound."""
         return candidates[int(np.argmax(mean + self.explore * std))]

@@ -40,7 +40,7 @@ class MctsStrategy(GuidedStrategy):
         self.c_puct = c_puct
         self.prior_temperature = prior_temperature
 
-    def _internal_select(
+    def select(
         self,
         history: History,
         candidates: list[Proposal],
@@ -49,6 +49,7 @@ class MctsStrategy(GuidedStrategy):
         fitness: dict[str, float],
         weight: float,
     ) -> Proposal:
+        """The best-screened candidate under the leaf that PUCT descends to, slot by slot."""
         complete = list(history.complete)
         real = np.array([fitness[o.spec.spec_hash] for o in complete])
         predicted, _ = self.predict([o.spec for o in complete], history, weight)
