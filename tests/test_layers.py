@@ -79,6 +79,42 @@ def test_another_package_is_reached_through_its_public_names(module: str, path: 
     assert not private, f"{module} imports private modules of another package: {private}"
 
 
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """The imports between modules run one way, type-only imports included: a circle (a module
+    that, through others, imports itself) is a tangle even where it loads."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:  # `from package import module` imports the module
+                    named = f"{node.module}.{alias.name}"
+                    imported.add(named if named in modules else node.module)
+            elif isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+        graph[module] = {n for n in imported if n in modules and n != module}
+
+    def circle_from(start: str) -> list[str] | None:
+        path, seen = [start], {start}
+        todo = [iter(sorted(graph[start]))]
+        while todo:
+            step = next(todo[-1], None)
+            if step is None:
+                todo.pop()
+                path.pop()
+            elif step == start:
+                return [*path, start]
+            elif step not in seen:
+                seen.add(step)
+                path.append(step)
+                todo.append(iter(sorted(graph[step])))
+        return None
+
+    circles = [c for c in map(circle_from, sorted(graph)) if c is not None]
+    assert not circles, " -> ".join(circles[0])
+
+
 def test_the_top_level_face_loads_each_name_on_first_use() -> None:
     # A fresh interpreter: `import agentdesign` alone loads no layer, and every face name resolves.
     program = (
