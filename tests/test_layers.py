@@ -5,6 +5,7 @@ benchmarking <- the top-level face), and reaches into another package only throu
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -113,6 +114,20 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
 
     circles = [c for c in map(circle_from, sorted(graph)) if c is not None]
     assert not circles, " -> ".join(circles[0])
+
+
+def test_a_public_name_means_one_thing_across_the_faces() -> None:
+    """A name in two faces' `__all__` is one object, so that a user reading `Observation` (what a
+    tool returned) or `Trial` (a run's trial, as a strategy sees it) never meets another thing."""
+    owners: dict[str, dict[int, list[str]]] = {}
+    for module, path in _modules():
+        if path.name != "__init__.py":
+            continue
+        face = importlib.import_module(module)
+        for name in getattr(face, "__all__", ()):
+            owners.setdefault(name, {}).setdefault(id(getattr(face, name)), []).append(module)
+    clashes = {name: list(by.values()) for name, by in owners.items() if len(by) > 1}
+    assert not clashes, clashes
 
 
 def test_the_top_level_face_loads_each_name_on_first_use() -> None:

@@ -37,11 +37,11 @@ from agentdesign.search import (
     History,
     Labelled,
     MctsStrategy,
-    Observation,
     OptunaStrategy,
     RunConfig,
     SearchSpace,
     Strategy,
+    Trial,
     ValueModel,
     assess_value_model,
     history_from_study,
@@ -158,6 +158,13 @@ def test_the_built_in_strategies_extend_only_through_public_methods() -> None:
             if callable(value) and inherited and not name.startswith("__"):
                 assert not name.startswith("_"), f"{cls.__name__} overrides {name}"
                 assert inspect.getdoc(getattr(Strategy, name, value)), f"{name} is undocumented"
+
+
+def test_a_trials_tokens_per_item_reach_the_value_models_rows() -> None:
+    spec = SearchSpace(model="fake/model").sample(np.random.default_rng(0))
+    trial = Trial(spec=spec, state="complete", score=0.5, tokens_per_item=120.0, n_items=6)
+    (row,) = History(description="d", trials=(trial,)).labelled()
+    assert (row.score, row.tokens_per_item, row.weight) == (0.5, 120.0, 1.0)
 
 
 def test_the_guided_base_is_abstract_and_evolution_declares_its_crossover() -> None:
@@ -363,8 +370,8 @@ def test_strategies_propose_unseen_designs_from_a_history() -> None:
     seen = [space.sample(rng) for _ in range(6)]
     history = History(
         description="d",
-        observations=tuple(
-            Observation(spec=s, state="complete", score=float(i % 2)) for i, s in enumerate(seen)
+        trials=tuple(
+            Trial(spec=s, state="complete", score=float(i % 2)) for i, s in enumerate(seen)
         ),
     )
     for name in STRATEGIES:

@@ -164,7 +164,7 @@ class Watching(Strategy):
     seen: tuple[str, ...] = ()
 
     def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
-        self.seen = tuple(o.state for o in history.observations)
+        self.seen = tuple(o.state for o in history.trials)
         return None
 
 

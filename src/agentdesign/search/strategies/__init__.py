@@ -7,10 +7,10 @@ from __future__ import annotations
 from agentdesign.search.strategies._base import (
     OBJECTIVES,
     History,
-    Observation,
     Proposal,
     StartUp,
     Strategy,
+    Trial,
     softmax,
 )
 from agentdesign.search.strategies._conformance import check_strategy
@@ -48,7 +48,6 @@ __all__ = [
     "MetaAgent",
     "MetaOutcome",
     "MetaStrategy",
-    "Observation",
     "OptunaStrategy",
     "PromptRefiner",
     "Proposal",
@@ -57,6 +56,7 @@ __all__ = [
     "RegisteredStrategy",
     "StartUp",
     "Strategy",
+    "Trial",
     "ask_trial",
     "check_refinable",
     "check_strategy",

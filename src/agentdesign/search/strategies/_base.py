@@ -23,10 +23,10 @@ from agentdesign.search.valuemodel import Labelled
 __all__ = [
     "OBJECTIVES",
     "History",
-    "Observation",
     "Proposal",
     "StartUp",
     "Strategy",
+    "Trial",
     "softmax",
 ]
 
@@ -36,10 +36,11 @@ _REDRAWS = 200
 
 
 @dataclass(frozen=True)
-class Observation:
-    """A design the run has asked for: "complete" (with its score), "pruned" or "running".
+class Trial:
+    """One trial of the run as a strategy sees it: the design it evaluates and its state,
+    "complete" (with its score), "pruned" or "running", with its parents and operator.
 
-    `tokens_per_task` is the cost objective; it is known for complete trials of a score-cost run.
+    `tokens_per_item` is the cost objective; it is known for complete trials of a score-cost run.
     A pruned design's `score` is its mean on the `n_items` search items it had when racing stopped
     it (None where the trial reported none); `n_items` is None where unknown.
     """
@@ -47,7 +48,7 @@ class Observation:
     spec: AgentSpec
     state: str
     score: float | None = None
-    tokens_per_task: float | None = None
+    tokens_per_item: float | None = None
     parents: tuple[str, ...] = ()
     operator: str | None = None
     n_items: int | None = None
@@ -62,16 +63,16 @@ class History:
     """
 
     description: str
-    observations: tuple[Observation, ...] = ()
+    trials: tuple[Trial, ...] = ()
     prior: tuple[Labelled, ...] = ()
 
     @functools.cached_property
     def seen(self) -> frozenset[str]:
-        return frozenset(o.spec.spec_hash for o in self.observations)
+        return frozenset(o.spec.spec_hash for o in self.trials)
 
     @property
-    def complete(self) -> tuple[Observation, ...]:
-        return tuple(o for o in self.observations if o.state == "complete")
+    def complete(self) -> tuple[Trial, ...]:
+        return tuple(o for o in self.trials if o.state == "complete")
 
     def labelled(self) -> list[Labelled]:
         """Every real result to learn from: this run's complete trials, its pruned ones weighted by
@@ -79,7 +80,7 @@ class History:
         full = max((o.n_items or 0 for o in self.complete), default=0)
         partial = [
             o
-            for o in self.observations
+            for o in self.trials
             if o.state == "pruned" and o.score is not None and o.n_items and full
         ]
         own = [
@@ -87,7 +88,7 @@ class History:
                 spec=o.spec,
                 description=self.description,
                 score=float(o.score or 0.0),
-                tokens_per_task=float(o.tokens_per_task or 0.0),
+                tokens_per_item=float(o.tokens_per_item or 0.0),
                 weight=1.0 if o.state == "complete" else min((o.n_items or 0) / full, 1.0),
             )
             for o in (*self.complete, *partial)
@@ -154,7 +155,7 @@ class Strategy:
         self.objective = objective
 
     def directions(self) -> list[optuna.study.StudyDirection]:
-        """The study's directions: score up, and tokens per task down when cost counts."""
+        """The study's directions: score up, and tokens per item down when cost counts."""
         up, down = optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE
         return [up] if self.objective == "score" else [up, down]
 
@@ -162,7 +163,7 @@ class Strategy:
         """The next design to evaluate, never one the run already has (None: ask the sampler).
 
         The template callers use; subclasses override `suggest`, not this."""
-        rng = np.random.default_rng([self.seed, len(history.observations)])
+        rng = np.random.default_rng([self.seed, len(history.trials)])
         proposal = self.suggest(history, rng)
         if proposal is None or proposal.spec.spec_hash not in history.seen:
             return proposal
@@ -195,16 +196,16 @@ class Strategy:
 
     def fitness(self, history: History, weight: float) -> dict[str, float]:
         """Each complete design's fitness: its score, or under score-cost the score less `weight`
-        times its tokens per task over the most any design used. Drawing the weight afresh for
+        times its tokens per item over the most any design used. Drawing the weight afresh for
         each proposal (ParEGO's random scalarization) spreads proposals along the whole front."""
         complete = history.complete
         scores = {o.spec.spec_hash: float(o.score or 0.0) for o in complete}
         if self.objective == "score" or not complete:
             return scores
-        most = max(float(o.tokens_per_task or 0.0) for o in complete) or 1.0
+        most = max(float(o.tokens_per_item or 0.0) for o in complete) or 1.0
         return {
             o.spec.spec_hash: scores[o.spec.spec_hash]
-            - weight * float(o.tokens_per_task or 0.0) / most
+            - weight * float(o.tokens_per_item or 0.0) / most
             for o in complete
         }
 

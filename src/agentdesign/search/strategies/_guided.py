@@ -103,7 +103,7 @@ class GuidedStrategy(Strategy):
         domain = Domain(description=history.description, model=self.space.model)
         self._score_model = ValueModel(seed=self.seed, domain=domain).fit(rows)
         if self.objective == "score-cost":
-            costs = [replace(r, score=math.log1p(r.tokens_per_task)) for r in rows]
+            costs = [replace(r, score=math.log1p(r.tokens_per_item)) for r in rows]
             self._cost_model = ValueModel(seed=self.seed, domain=domain).fit(costs)
         self._fitted_on = key
 
@@ -115,7 +115,7 @@ class GuidedStrategy(Strategy):
         mean, std = self._score_model.predict(specs, description=history.description)
         if self.objective == "score-cost" and self._cost_model.fitted:
             cost, _ = self._cost_model.predict(specs, description=history.description)
-            most = max((o.tokens_per_task or 0.0 for o in history.complete), default=0.0)
+            most = max((o.tokens_per_item or 0.0 for o in history.complete), default=0.0)
             mean = mean - weight * np.expm1(cost) / (most or 1.0)
         return mean, std
 
@@ -137,7 +137,7 @@ class GuidedStrategy(Strategy):
         self.learn(history)
         weight = float(rng.uniform(0.0, 0.5))
         fitness = self.fitness(history, weight)
-        if self.refiner is not None and len(history.observations) % self.refiner.every == 0:
+        if self.refiner is not None and len(history.trials) % self.refiner.every == 0:
             refined = self._refine_fittest(history, rng, fitness)
             if refined is not None:
                 return refined
@@ -150,7 +150,7 @@ class GuidedStrategy(Strategy):
     def _meta_turn(self, history: History) -> bool:
         """Whether the meta agent writes this proposal: every `meta.every`-th one, once the run
         has a complete design to show it (at once, when it is shown none)."""
-        if self.meta is None or len(history.observations) % self.meta.every:
+        if self.meta is None or len(history.trials) % self.meta.every:
             return False
         return bool(history.complete) or not self.meta.n_view
 
@@ -166,9 +166,9 @@ class GuidedStrategy(Strategy):
     def _cold_start(self, history: History) -> Proposal | None:
         """The next row of the pairwise covering design that no trial has the components of."""
         limit = len(self._initial_design) if self.n_initial is None else self.n_initial
-        if len(history.observations) >= limit:
+        if len(history.trials) >= limit:
             return None
-        tried = {tuple(o.spec[s].name for s in SLOTS) for o in history.observations}
+        tried = {tuple(o.spec[s].name for s in SLOTS) for o in history.trials}
         for spec in self._initial_design:
             if tuple(spec[s].name for s in SLOTS) not in tried:
                 return Proposal(spec=spec, operator="initial")
@@ -179,7 +179,7 @@ class GuidedStrategy(Strategy):
     ) -> Proposal | None:
         """One prompt of the fittest of the `population` best designs not yet refined, rewritten."""
         assert self.refiner is not None
-        refined = {o.parents[0] for o in history.observations if o.operator == "refinement"}
+        refined = {o.parents[0] for o in history.trials if o.operator == "refinement"}
         ranked = sorted(history.complete, key=lambda o: -fitness[o.spec.spec_hash])
         for parent in ranked[: self.population]:
             if parent.spec.spec_hash in refined:
