@@ -448,7 +448,7 @@ def test_a_replayed_guided_strategy_screens_before_its_choice_is_mapped(
     result = replay_search(table, "mcts", seed=0, n_evaluations=10)
     recorded = set(table.by_hash())
     assert set(result.hashes) <= recorded and len(set(result.hashes)) == 10
-    # as in a live run, candidates are designs of the whole space, not only the table's
+    # as in a live run, the offspring are designs of the whole space, not only the table's
     assert sum(s.spec_hash not in recorded for s in screened) > len(screened) // 2
 
 

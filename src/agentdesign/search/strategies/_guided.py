@@ -1,7 +1,7 @@
 """What the value-guided strategies (mcts, evolution) share: a pairwise cold start, a value model
 refit on every result, offspring from the best designs, and screening by the model.
 
-The value model only screens: many candidate designs are generated, the model's optimistic bound
+The value model only screens: many offspring designs are generated, the model's optimistic bound
 (mean + explore * std) picks the one that gets a real evaluation, and real scores alone rank it.
 """
 
@@ -27,12 +27,12 @@ __all__ = ["GuidedStrategy"]
 class GuidedStrategy(Strategy):
     """Abstract base of the value-guided strategies. Its extension points: a subclass declares
     `operators`, its mix of offspring operators by name ("mutation", "recombination", "crossover",
-    "merge", "sample"), and may override `select`, which picks the candidate to evaluate from
-    the screened offspring (by default the best optimistic bound).
+    "merge", "sample"), and may override `select`, which picks the design to evaluate from the
+    screened offspring (by default the best optimistic bound).
 
     `n_initial` caps the pairwise cold start (default 8, so that the value model chooses from the
     ninth proposal on; None: the whole covering design of 28-30 rows); `explore` is k in
-    the screening bound mean + k * std; `n_candidates` designs are screened per proposal. With a
+    the screening bound mean + k * std; `n_offspring` designs are screened per proposal. With a
     `refiner`, every `refiner.every`-th proposal is instead the fittest design not yet refined with
     one prompt rewritten from its failures (unscreened: the model cannot read prompts). With a
     `meta` agent, every `meta.every`-th proposal is written by it (see `MetaAgent`), screened by
@@ -51,7 +51,7 @@ class GuidedStrategy(Strategy):
         space: SearchSpace,
         seed: int = 0,
         objective: str = "score",
-        n_candidates: int = 128,
+        n_offspring: int = 128,
         explore: float = 1.0,
         n_initial: int | None = 8,
         population: int = 8,
@@ -66,7 +66,7 @@ class GuidedStrategy(Strategy):
                 "base, and each value-guided strategy declares its operator mix"
             )
         super().__init__(space=space, seed=seed, objective=objective)
-        self.n_candidates = n_candidates
+        self.n_offspring = n_offspring
         self.explore = explore
         self.n_initial = n_initial
         self.population = population
@@ -141,11 +141,11 @@ class GuidedStrategy(Strategy):
             refined = self._refine_fittest(history, rng, fitness)
             if refined is not None:
                 return refined
-        candidates = self._untried(self._offspring(history, rng, fitness), history)
-        if not candidates:
+        offspring = self._untried(self._offspring(history, rng, fitness), history)
+        if not offspring:
             return None
-        mean, std = self.predict([c.spec for c in candidates], history, weight)
-        return self.select(history, candidates, mean, std, fitness, weight)
+        mean, std = self.predict([c.spec for c in offspring], history, weight)
+        return self.select(history, offspring, mean, std, fitness, weight)
 
     def _meta_turn(self, history: History) -> bool:
         """Whether the meta agent writes this proposal: every `meta.every`-th one, once the run
@@ -195,18 +195,18 @@ class GuidedStrategy(Strategy):
             )
         return None
 
-    def _untried(self, candidates: list[Proposal], history: History) -> list[Proposal]:
-        """The candidates worth screening: each design once, none the run already has."""
+    def _untried(self, offspring: list[Proposal], history: History) -> list[Proposal]:
+        """The offspring worth screening: each design once, none the run already has."""
         unique: dict[str, Proposal] = {}
-        for candidate in candidates:
-            if candidate.spec.spec_hash not in history.seen:
-                unique.setdefault(candidate.spec.spec_hash, candidate)
+        for child in offspring:
+            if child.spec.spec_hash not in history.seen:
+                unique.setdefault(child.spec.spec_hash, child)
         return list(unique.values())
 
     def _offspring(
         self, history: History, rng: np.random.Generator, fitness: dict[str, float]
     ) -> list[Proposal]:
-        """`n_candidates` children of the best designs so far, made by the subclass's operators.
+        """`n_offspring` children of the best designs so far, made by the subclass's operators.
 
         Parents are drawn AFlow-style: a mix of uniform odds and a softmax of fitness, from the
         `population` fittest complete designs; with fewer than two, children are random designs.
@@ -214,7 +214,7 @@ class GuidedStrategy(Strategy):
         ranked = sorted(history.complete, key=lambda o: -fitness[o.spec.spec_hash])
         parents = [o.spec for o in ranked[: self.population]]
         if len(parents) < 2:
-            return [Proposal(spec=self.space.sample(rng)) for _ in range(self.n_candidates)]
+            return [Proposal(spec=self.space.sample(rng)) for _ in range(self.n_offspring)]
         values = np.array([fitness[p.spec_hash] for p in parents])
         odds = self.uniform_share / len(parents) + (1 - self.uniform_share) * softmax(
             values, self.parent_temperature
@@ -222,7 +222,7 @@ class GuidedStrategy(Strategy):
         names = [name for name, _ in self.operators]
         mix = np.array([share for _, share in self.operators])
         children = []
-        for _ in range(self.n_candidates):
+        for _ in range(self.n_offspring):
             a, b = (parents[int(i)] for i in rng.choice(len(parents), size=2, p=odds / odds.sum()))
             operator = names[int(rng.choice(len(names), p=mix / mix.sum()))]
             if operator == "sample":
@@ -260,13 +260,13 @@ class GuidedStrategy(Strategy):
     def select(
         self,
         history: History,
-        candidates: list[Proposal],
+        offspring: list[Proposal],
         mean: np.ndarray,
         std: np.ndarray,
         fitness: dict[str, float],
         weight: float,
     ) -> Proposal:
-        """The candidate to evaluate, from `candidates` with the value model's `mean` and `std`
+        """The design to evaluate, from `offspring` with the value model's `mean` and `std`
         of each (under score-cost already less `weight` times the predicted cost) and the
         `fitness` of each complete design; by default the one with the best optimistic bound."""
-        return candidates[int(np.argmax(mean + self.explore * std))]
+        return offspring[int(np.argmax(mean + self.explore * std))]

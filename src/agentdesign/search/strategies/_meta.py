@@ -408,4 +408,3 @@ def _compact(spec: AgentSpec) -> dict[str, Any]:
 
 def _number(value: float) -> str:
     return f"{value:g}"
-
