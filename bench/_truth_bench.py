@@ -84,7 +84,7 @@ class Variant:
                 raise AgentDesignError(
                     f"{self.base} screens nothing: it has no {UNSCREENED} variant"
                 )
-            strategy.n_candidates = 1
+            strategy.n_offspring = 1
         for key, value in self.settings.items():
             if not hasattr(strategy, key):
                 raise AgentDesignError(f"{self.base} has no setting {key!r}")

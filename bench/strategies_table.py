@@ -7,7 +7,7 @@
 TABLE is a replay table file (bench/replay_export.py; a cells file may hold several models: name one
 with --model). Every strategy is replayed in the table's world (`TableWorld`): its designs are the
 only ones, a proposal evaluates its nearest design not yet evaluated (the value-guided strategies
-first screen their candidates among all designs of the space with the value model, as in the
+first screen their offspring among all designs of the space with the value model, as in the
 engine), each evaluation scores the design's recorded outcomes on the run's search items
 (--search-items drawn at random from the table's items per seed) and spends their recorded tokens,
 and `+race` races it there as the live loop does (`agentdesign.search.racing`'s defaults) on the
@@ -95,7 +95,7 @@ class Shuffled(Strategy):
         order = np.random.default_rng([seed, 7]).permutation(len(designs))
         self._order = [designs[int(i)] for i in order]
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         for spec in self._order:
             if spec.spec_hash not in history.seen:
                 return Proposal(spec=spec, operator="sample")

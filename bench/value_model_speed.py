@@ -32,7 +32,7 @@ def main() -> None:
     designs = [space.sample(rng) for _ in range(max(args.sizes))]
     fresh = [space.sample(rng) for _ in range(100)]
     rows = [
-        Labelled(spec=spec, description="gsm8k", score=float(rng.uniform()), tokens_per_task=1.0)
+        Labelled(spec=spec, description="gsm8k", score=float(rng.uniform()), tokens_per_item=1.0)
         for spec in designs
     ]
     table = []

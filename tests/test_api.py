@@ -235,7 +235,7 @@ def test_a_benchmark_object_is_searched_and_passed_again_to_resume(tmp_path: Pat
 class OnlyCot(Strategy):
     """Proposes chain-of-thought designs only, so the test sees that this object proposed."""
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         return Proposal(spec=self.space.sample(rng, components={"reasoning": "cot"}))
 
 
@@ -344,15 +344,49 @@ def test_bad_input_is_one_clear_error_and_writes_nothing(tmp_path: Path) -> None
         assert search.leaderboard() == []
 
 
-def test_the_example_runs_on_the_fake_model(tmp_path: Path) -> None:
+# Each runnable script in examples/, and what its output shows it did.
+EXAMPLES = {
+    "ask_tell.py": r"winner [0-9a-f]{10}",
+    "custom_strategy.py": r"winner [0-9a-f]{10}: single \+ ",
+    "custom_component.py": r"winner [0-9a-f]{10}: .*almanac",
+}
+
+
+def run_example(name: str, cwd: Path) -> str:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "ask_tell.py"), "--fake"],
-        cwd=tmp_path,
+        [sys.executable, str(ROOT / "examples" / name), "--fake"],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert re.search(r"winner [0-9a-f]{10}", done.stdout), done.stdout
-    assert list(tmp_path.glob("exported/agent_*/agent.py")), done.stdout
+    assert re.search(EXAMPLES[name], done.stdout), done.stdout
+    return done.stdout
+
+
+def test_every_runnable_example_is_run_here() -> None:
+    scripts = {p.name for p in (ROOT / "examples").glob("*.py") if "__main__" in p.read_text()}
+    assert scripts == set(EXAMPLES)
+
+
+def test_the_example_runs_on_the_fake_model(tmp_path: Path) -> None:
+    stdout = run_example("ask_tell.py", tmp_path)
+    assert list(tmp_path.glob("exported/agent_*/agent.py")), stdout
+
+
+def test_the_custom_strategy_example_searches_with_its_strategy(tmp_path: Path) -> None:
+    run_example("custom_strategy.py", tmp_path)
+    with Archive(str(tmp_path / "custom_strategy.db")) as archive:
+        (run,) = archive.list_runs()
+        assert run.config["strategy"] == "hill_climb"
+        rows = archive.leaderboard(run_name=run.name)
+        operators = [archive.get_agent(row.agent_hash).operator for row in rows]
+    assert len(rows) == 4 and "mutation" in operators, operators
+
+
+def test_the_custom_component_example_wins_with_its_tool_and_exports_it(tmp_path: Path) -> None:
+    run_example("custom_component.py", tmp_path)
+    (agent_file,) = tmp_path.glob("exported/agent_*/agentdesign_runtime.py")
+    assert "class Almanac(Tool):" in agent_file.read_text()

@@ -99,8 +99,8 @@ class Stubborn(Strategy):
     """Always proposes the first design it ever saw, seen or not: the loop would run it twice."""
 
     def propose(self, history: History) -> Proposal | None:
-        if history.observations:
-            return Proposal(spec=history.observations[0].spec)
+        if history.trials:
+            return Proposal(spec=history.trials[0].spec)
         return Proposal(spec=self.space.sample(np.random.default_rng(0)))
 
 

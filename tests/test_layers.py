@@ -5,6 +5,7 @@ benchmarking <- the top-level face), and reaches into another package only throu
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,56 @@ def test_another_package_is_reached_through_its_public_names(module: str, path: 
         if _package(n) != _package(module) and any(part.startswith("_") for part in n.split("."))
     ]
     assert not private, f"{module} imports private modules of another package: {private}"
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """The imports between modules run one way, type-only imports included: a circle (a module
+    that, through others, imports itself) is a tangle even where it loads."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:  # `from package import module` imports the module
+                    named = f"{node.module}.{alias.name}"
+                    imported.add(named if named in modules else node.module)
+            elif isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+        graph[module] = {n for n in imported if n in modules and n != module}
+
+    def circle_from(start: str) -> list[str] | None:
+        path, seen = [start], {start}
+        todo = [iter(sorted(graph[start]))]
+        while todo:
+            step = next(todo[-1], None)
+            if step is None:
+                todo.pop()
+                path.pop()
+            elif step == start:
+                return [*path, start]
+            elif step not in seen:
+                seen.add(step)
+                path.append(step)
+                todo.append(iter(sorted(graph[step])))
+        return None
+
+    circles = [c for c in map(circle_from, sorted(graph)) if c is not None]
+    assert not circles, " -> ".join(circles[0])
+
+
+def test_a_public_name_means_one_thing_across_the_faces() -> None:
+    """A name in two faces' `__all__` is one object, so that a user reading `Observation` (what a
+    tool returned) or `Trial` (a run's trial, as a strategy sees it) never meets another thing."""
+    owners: dict[str, dict[int, list[str]]] = {}
+    for module, path in _modules():
+        if path.name != "__init__.py":
+            continue
+        face = importlib.import_module(module)
+        for name in getattr(face, "__all__", ()):
+            owners.setdefault(name, {}).setdefault(id(getattr(face, name)), []).append(module)
+    clashes = {name: list(by.values()) for name, by in owners.items() if len(by) > 1}
+    assert not clashes, clashes
 
 
 def test_the_top_level_face_loads_each_name_on_first_use() -> None:

@@ -33,8 +33,8 @@ from agentdesign.search import (
     History,
     MetaAgent,
     MetaOutcome,
-    Observation,
     SearchSpace,
+    Trial,
     item_front,
     merge_prompts,
     parse_designs,
@@ -62,8 +62,8 @@ RUN_CODE = """def run(question, agent):
 def history(*specs: AgentSpec, scores: Sequence[float] = (0.8, 0.3)) -> History:
     return History(
         description="gsm8k: grade-school math",
-        observations=tuple(
-            Observation(spec=s, state="complete", score=score, n_items=6)
+        trials=tuple(
+            Trial(spec=s, state="complete", score=score, n_items=6)
             for s, score in zip(specs, scores, strict=False)
         ),
     )

@@ -173,7 +173,7 @@ def test_a_proposal_carries_its_prompts_through_the_trial() -> None:
     rewritten = spec.set_params(**{"reasoning__instruction": "Think hard. 'Answer: <answer>'"})
 
     class Fixed(Strategy):
-        def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal:
+        def suggest(self, history: History, rng: np.random.Generator) -> Proposal:
             return Proposal(spec=rewritten, operator="refinement")
 
     study = optuna.create_study()

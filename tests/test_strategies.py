@@ -6,6 +6,7 @@ The replay table here is SYNTHETIC (tests/synthetic_table.py): made-up scores wi
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,10 +37,11 @@ from agentdesign.search import (
     History,
     Labelled,
     MctsStrategy,
-    Observation,
     OptunaStrategy,
     RunConfig,
     SearchSpace,
+    Strategy,
+    Trial,
     ValueModel,
     assess_value_model,
     history_from_study,
@@ -137,6 +139,32 @@ def test_guided_strategies_record_parents_and_operators(archive: Archive) -> Non
         if "crossover" in (archive.get_agent(row.agent_hash).operator or "")
     ]
     assert crossed and all(a.co_parent_hash is not None for a in crossed)  # both parents known
+
+
+def test_the_built_in_strategies_extend_only_through_public_methods() -> None:
+    """What a built-in strategy overrides is what a plugin may override: public, documented
+    methods, never a private hook."""
+
+    def subclasses(cls: type) -> list[type]:
+        return [cls, *(c for sub in cls.__subclasses__() for c in subclasses(sub))]
+
+    built_in = [
+        c for c in subclasses(Strategy) if c.__module__.startswith("agentdesign.search.strategies")
+    ]
+    assert {OptunaStrategy, GuidedStrategy, MctsStrategy, EvolutionStrategy} <= set(built_in)
+    for cls in built_in:
+        for name, value in vars(cls).items():
+            inherited = any(name in vars(base) for base in cls.__mro__[1:])
+            if callable(value) and inherited and not name.startswith("__"):
+                assert not name.startswith("_"), f"{cls.__name__} overrides {name}"
+                assert inspect.getdoc(getattr(Strategy, name, value)), f"{name} is undocumented"
+
+
+def test_a_trials_tokens_per_item_reach_the_value_models_rows() -> None:
+    spec = SearchSpace(model="fake/model").sample(np.random.default_rng(0))
+    trial = Trial(spec=spec, state="complete", score=0.5, tokens_per_item=120.0, n_items=6)
+    (row,) = History(description="d", trials=(trial,)).labelled()
+    assert (row.score, row.tokens_per_item, row.weight) == (0.5, 120.0, 1.0)
 
 
 def test_the_guided_base_is_abstract_and_evolution_declares_its_crossover() -> None:
@@ -342,8 +370,8 @@ def test_strategies_propose_unseen_designs_from_a_history() -> None:
     seen = [space.sample(rng) for _ in range(6)]
     history = History(
         description="d",
-        observations=tuple(
-            Observation(spec=s, state="complete", score=float(i % 2)) for i, s in enumerate(seen)
+        trials=tuple(
+            Trial(spec=s, state="complete", score=float(i % 2)) for i, s in enumerate(seen)
         ),
     )
     for name in STRATEGIES:
@@ -420,7 +448,7 @@ def test_a_replayed_guided_strategy_screens_before_its_choice_is_mapped(
     result = replay_search(table, "mcts", seed=0, n_evaluations=10)
     recorded = set(table.by_hash())
     assert set(result.hashes) <= recorded and len(set(result.hashes)) == 10
-    # as in a live run, candidates are designs of the whole space, not only the table's
+    # as in a live run, the offspring are designs of the whole space, not only the table's
     assert sum(s.spec_hash not in recorded for s in screened) > len(screened) // 2
 
 

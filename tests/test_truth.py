@@ -163,8 +163,8 @@ class Watching(Strategy):
 
     seen: tuple[str, ...] = ()
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
-        self.seen = tuple(o.state for o in history.observations)
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
+        self.seen = tuple(o.state for o in history.trials)
         return None
 
 

@@ -18,8 +18,8 @@ from agentdesign.search import (
     History,
     Labelled,
     MctsStrategy,
-    Observation,
     SearchSpace,
+    Trial,
     ValueModel,
     rank_correlation,
 )
@@ -148,15 +148,15 @@ def test_a_value_guided_strategy_keeps_its_runs_rows_apart_from_the_prior() -> N
     rng = np.random.default_rng(8)
     here = effects(space, 9)
     there = {name: -value for name, value in here.items()}
-    observations = tuple(
-        Observation(spec=s, state="complete", score=scored(s, here))
+    trials = tuple(
+        Trial(spec=s, state="complete", score=scored(s, here))
         for s in (space.sample(rng) for _ in range(30))
     )
     prior = tuple(
         Labelled(spec=s, description=ELSEWHERE, score=scored(s, there))
         for s in (space.sample(rng) for _ in range(300))
     )
-    history = History(description=HERE, observations=observations, prior=prior)
+    history = History(description=HERE, trials=trials, prior=prior)
     strategy = MctsStrategy(space=space, seed=0)
     strategy.learn(history)
     fresh = [space.sample(rng) for _ in range(200)]

@@ -1,6 +1,6 @@
 """Replaying a search against a recorded table: every evaluation is answered from the table.
 
-A strategy proposes as it would in a live run, the value-guided ones screening their candidates
+A strategy proposes as it would in a live run, the value-guided ones screening their offspring
 by the value model among all designs of the space. Only then is the proposal mapped to its
 nearest table design not yet evaluated (by the value model's design features), and the study
 records *that* design: its own parameters, its recorded score. So TPE and NSGA-II learn from what

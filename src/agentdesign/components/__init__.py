@@ -35,7 +35,7 @@ from __future__ import annotations
 from agentdesign.components.library import _workflows  # noqa: F401
 # isort: on
 
-from agentdesign.components._agent import Agent, AgentResult, Solver
+from agentdesign.components._agent import Agent, AgentResult
 from agentdesign.components._build import (
     build_agent,
     check_model,
@@ -80,6 +80,7 @@ from agentdesign.components._slots import (
     Planning,
     Reasoning,
     Reflection,
+    Solver,
     Tool,
     Workflow,
 )

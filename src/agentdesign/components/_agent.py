@@ -1,4 +1,4 @@
-"""The agent runtime: the solver that workflows call, and the agent that runs a spec on tasks.
+"""The agent runtime: the solver that components call, and the agent that runs a spec on tasks.
 
 The runtime modules (`_trace`, `_environment`, `_parsing`, `_registry`, `_memory`, `_slots`,
 `_spec`, this one) and the components (`_functional.py`, `_workflows.py`) and the `_sandbox.py`
@@ -44,7 +44,7 @@ from agentdesign.components.llm._trace import (
 __all__ = [
     "Agent",
     "AgentResult",
-    "Solver",
+    "TaskSolver",
 ]
 
 
@@ -81,8 +81,9 @@ def _slot(spec: AgentSpec, slot: str, cls: type[C]) -> C:
     return component
 
 
-class Solver:
-    """What workflows call: recorded model and tool calls, and the plan -> solve -> reflect attempt.
+class TaskSolver:
+    """The runtime's `Solver`: recorded model and tool calls, and the plan -> solve -> reflect
+    attempt, for the components of one spec.
 
     One solver serves one task. Every call is recorded in the task's trace with the role that made
     it; `complaints` collects what reviewers objected to, for an experience memory to learn from.
@@ -339,7 +340,7 @@ class Agent:
             raise ValueError(f"workflow '{self.workflow.name}' cannot play an environment")
         trace = Trace(budget=self.budget)
         recall = self.memory.recall(question, self.store)
-        solver = Solver(self.spec, self.llm, trace, recall, environment=environment)
+        solver = TaskSolver(self.spec, self.llm, trace, recall, environment=environment)
         attempt, error_kind, error = Attempt("", ""), None, None
         try:
             attempt = self.workflow.run(solver, question)

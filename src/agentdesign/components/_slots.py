@@ -1,22 +1,22 @@
-"""The slots: what each kind of component does, as the base classes components subclass.
+"""The slots: what each kind of component does, as the base classes components subclass, and the
+`Solver` they are handed: what a component may call, a protocol.
 
-The components themselves are in `_functional.py` and `_workflows.py`. The `Solver` they are
-handed is built from these slots, so it is imported for type checking only.
+The components themselves are in `_functional.py` and `_workflows.py`; the runtime's solver that
+implements the protocol, `TaskSolver`, is in `_agent.py`.
 
 Standard library only, like every module export inlines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
+from agentdesign.components._environment import Environment, EnvState
 from agentdesign.components._registry import Component
 from agentdesign.components.library._memory import Example, MemoryStore, Recall
-
-if TYPE_CHECKING:
-    from agentdesign.components._agent import Solver
+from agentdesign.components.llm._trace import Message, Trace
 
 __all__ = [
     "Attempt",
@@ -25,6 +25,7 @@ __all__ = [
     "Planning",
     "Reasoning",
     "Reflection",
+    "Solver",
     "Tool",
     "Workflow",
 ]
@@ -48,6 +49,92 @@ class Observation:
     text: str
     error: str | None = None
     isolation: str | None = None
+
+
+class Solver(Protocol):
+    """What a component is handed to work with on one task: the design's other components, its
+    recorded model and tool calls, and the plan -> solve -> reflect attempt.
+
+    Every call is recorded in the task's trace with the role that made it; `complaints` collects
+    what reviewers objected to, for an experience memory to learn from. An interactive task's
+    `environment` is played through `start_episode` and `act`.
+    """
+
+    planning: Planning
+    reasoning: Reasoning
+    tool: Tool
+    reflection: Reflection
+    trace: Trace
+    environment: Environment | None
+    complaints: list[str]
+
+    def call(
+        self,
+        role: str,
+        messages: Sequence[Message],
+        *,
+        temperature: float,
+        seed: int,
+        max_tokens: int,
+        stop: Sequence[str] = (),
+    ) -> str:
+        """One model call, recorded and checked against the task's budget; generation ends
+        before any of the `stop` strings."""
+        ...
+
+    def use_tool(self, argument: str, tool: Tool | None = None) -> Observation:
+        """Runs the design's tool (or `tool`) on `argument`, recorded with the tool's name."""
+        ...
+
+    def messages(
+        self,
+        question: str,
+        *,
+        system: str,
+        context: str = "",
+        render: Callable[[Example], str] | None = None,
+    ) -> list[dict[str, str]]:
+        """A conversation: `system`, the recalled lessons and examples, then the question;
+        examples become chat turns answered with `render`, or reference text without it."""
+        ...
+
+    def plan(self, question: str, *, seed: int, planning: Planning | None = None) -> str:
+        """The planning component's (or `planning`'s) context for `question`."""
+        ...
+
+    def solve(
+        self,
+        question: str,
+        *,
+        temperature: float,
+        seed: int,
+        context: str = "",
+        follow_up: tuple[str, str] | None = None,
+        role: str = "solver",
+    ) -> Attempt:
+        """One answer in the reasoning component's style, calling the tool as often as allowed;
+        `follow_up` (an earlier output, a new request about it) continues a conversation."""
+        ...
+
+    def attempt(
+        self,
+        question: str,
+        *,
+        temperature: float,
+        seed: int,
+        planning: Planning | None = None,
+        reflection: Reflection | None = None,
+    ) -> Attempt:
+        """Plan, solve, reflect: with the design's components, or the planning/reflection given."""
+        ...
+
+    def start_episode(self) -> EnvState:
+        """Resets the environment; its first observation is the problem to solve."""
+        ...
+
+    def act(self, action: str) -> EnvState:
+        """One step of the episode, recorded; raises TaskBudgetExceeded at the step limit."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,5 +10,5 @@ from agentdesign.search import History, Proposal, Strategy
 class Shuffle(Strategy):
     """Seeded random designs proposed directly (not through optuna's sampler)."""
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         return Proposal(spec=self.space.sample(rng), operator="shuffle")

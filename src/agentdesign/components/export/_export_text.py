@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentdesign.components._agent import Agent, Solver
+from agentdesign.components._agent import Agent, TaskSolver
 from agentdesign.components._registry import SLOTS, Component
 from agentdesign.components._slots import Observation, Tool
 from agentdesign.components._spec import AgentSpec
@@ -82,7 +82,7 @@ class _StandIn:
         return Completion(text=f"[reply {len(self.calls)}]")
 
 
-class _RehearsalSolver(Solver):
+class _RehearsalSolver(TaskSolver):
     """The engine's solver, except that a tool or program answers `[result N]` unrun."""
 
     def use_tool(self, argument: str, tool: Tool | None = None) -> Observation:

@@ -28,10 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentdesign.components._agent import Solver
 from agentdesign.components._parsing import extract_answer
 from agentdesign.components._registry import param, register
-from agentdesign.components._slots import Attempt, Workflow
+from agentdesign.components._slots import Attempt, Solver, Workflow
 from agentdesign.components.llm._trace import CallRecord, Message
 from agentdesign.components.sandbox._channel import REQUEST_MARK, ChannelRefusal
 from agentdesign.components.sandbox._sandbox import SandboxLimits, run_python

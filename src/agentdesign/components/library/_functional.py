@@ -14,15 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agentdesign.components._agent import Solver
 from agentdesign.components._registry import param, register
-from agentdesign.components._slots import (
-    Attempt,
-    Memory,
-    Planning,
-    Reasoning,
-    Reflection,
-)
+from agentdesign.components._slots import Attempt, Memory, Planning, Reasoning, Reflection, Solver
 from agentdesign.components.library._memory import Example, Lesson, MemoryStore, Recall
 
 # --- planning: context worked out before solving -------------------------------------------------

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from agentdesign.components._agent import Solver
 from agentdesign.components._environment import EnvState
 from agentdesign.components._parsing import answer_key, extract_answer
 from agentdesign.components._registry import param, register
-from agentdesign.components._slots import Attempt, Workflow
+from agentdesign.components._slots import Attempt, Solver, Workflow
 from agentdesign.components.library._functional import (
     NoPlanning,
     PlanAndSolve,

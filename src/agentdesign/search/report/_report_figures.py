@@ -191,7 +191,7 @@ def value_figure(run: Run) -> go.Figure | str:
     except BenchmarkError:  # archived by a plugin this process lacks: its name only, as the search
         description = run.record.benchmark
     rows = [
-        Labelled(spec, description, d.summary.mean, tokens_per_task=d.tokens_per_item)
+        Labelled(spec, description, d.summary.mean, tokens_per_item=d.tokens_per_item)
         for d, spec in designs
     ]
     means, stds = held_out_predictions(rows, folds=_MOST_FOLDS)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from agentdesign.search.strategies._base import (
     OBJECTIVES,
     History,
-    Observation,
     Proposal,
     StartUp,
     Strategy,
+    Trial,
     softmax,
 )
 from agentdesign.search.strategies._conformance import check_strategy
@@ -18,13 +18,8 @@ from agentdesign.search.strategies._drive import Evaluate, Evaluated, drive
 from agentdesign.search.strategies._evolution import EvolutionStrategy
 from agentdesign.search.strategies._guided import GuidedStrategy
 from agentdesign.search.strategies._mcts import MctsStrategy
-from agentdesign.search.strategies._meta import (
-    META_STATUSES,
-    MetaAgent,
-    MetaOutcome,
-    MetaStrategy,
-    item_front,
-)
+from agentdesign.search.strategies._meta import META_STATUSES, MetaAgent, MetaOutcome, item_front
+from agentdesign.search.strategies._meta_search import MetaStrategy
 from agentdesign.search.strategies._optuna import ask_trial, history_from_study, report_items
 from agentdesign.search.strategies._refine import Failure, PromptRefiner, Refinement
 from agentdesign.search.strategies._registry import (
@@ -53,7 +48,6 @@ __all__ = [
     "MetaAgent",
     "MetaOutcome",
     "MetaStrategy",
-    "Observation",
     "OptunaStrategy",
     "PromptRefiner",
     "Proposal",
@@ -62,6 +56,7 @@ __all__ = [
     "RegisteredStrategy",
     "StartUp",
     "Strategy",
+    "Trial",
     "ask_trial",
     "check_refinable",
     "check_strategy",

@@ -23,10 +23,10 @@ from agentdesign.search.valuemodel import Labelled
 __all__ = [
     "OBJECTIVES",
     "History",
-    "Observation",
     "Proposal",
     "StartUp",
     "Strategy",
+    "Trial",
     "softmax",
 ]
 
@@ -36,10 +36,11 @@ _REDRAWS = 200
 
 
 @dataclass(frozen=True)
-class Observation:
-    """A design the run has asked for: "complete" (with its score), "pruned" or "running".
+class Trial:
+    """One trial of the run as a strategy sees it: the design it evaluates and its state,
+    "complete" (with its score), "pruned" or "running", with its parents and operator.
 
-    `tokens_per_task` is the cost objective; it is known for complete trials of a score-cost run.
+    `tokens_per_item` is the cost objective; it is known for complete trials of a score-cost run.
     A pruned design's `score` is its mean on the `n_items` search items it had when racing stopped
     it (None where the trial reported none); `n_items` is None where unknown.
     """
@@ -47,7 +48,7 @@ class Observation:
     spec: AgentSpec
     state: str
     score: float | None = None
-    tokens_per_task: float | None = None
+    tokens_per_item: float | None = None
     parents: tuple[str, ...] = ()
     operator: str | None = None
     n_items: int | None = None
@@ -62,16 +63,16 @@ class History:
     """
 
     description: str
-    observations: tuple[Observation, ...] = ()
+    trials: tuple[Trial, ...] = ()
     prior: tuple[Labelled, ...] = ()
 
     @functools.cached_property
     def seen(self) -> frozenset[str]:
-        return frozenset(o.spec.spec_hash for o in self.observations)
+        return frozenset(o.spec.spec_hash for o in self.trials)
 
     @property
-    def complete(self) -> tuple[Observation, ...]:
-        return tuple(o for o in self.observations if o.state == "complete")
+    def complete(self) -> tuple[Trial, ...]:
+        return tuple(o for o in self.trials if o.state == "complete")
 
     def labelled(self) -> list[Labelled]:
         """Every real result to learn from: this run's complete trials, its pruned ones weighted by
@@ -79,7 +80,7 @@ class History:
         full = max((o.n_items or 0 for o in self.complete), default=0)
         partial = [
             o
-            for o in self.observations
+            for o in self.trials
             if o.state == "pruned" and o.score is not None and o.n_items and full
         ]
         own = [
@@ -87,7 +88,7 @@ class History:
                 spec=o.spec,
                 description=self.description,
                 score=float(o.score or 0.0),
-                tokens_per_task=float(o.tokens_per_task or 0.0),
+                tokens_per_item=float(o.tokens_per_item or 0.0),
                 weight=1.0 if o.state == "complete" else min((o.n_items or 0) / full, 1.0),
             )
             for o in (*self.complete, *partial)
@@ -124,12 +125,22 @@ class StartUp:
 
 
 class Strategy:
-    """Base of every strategy. Subclasses override the `_internal_*` hooks, never `propose`.
+    """Base of every strategy: subclass it and override the extension points, all public.
 
-    The study's sampler (`sampler()`) proposes whenever `_internal_propose` returns None: that is
-    how the optuna strategies work. Model-based strategies return a Proposal, which the loop
-    enqueues into the study so the trial holds its parameters exactly. Those that learn from the
-    rest of the archive set `reads_prior`: only for them does the loop read it.
+    - `suggest(history, rng)`: the next design to evaluate as a `Proposal`, or None to leave the
+      trial to the study's sampler. Draw every random number from `rng`: it is seeded by the run's
+      seed and the number of trials so far, so a resumed run proposes what it would have.
+    - `sampler()`: the optuna sampler that proposes whenever `suggest` returns None (by default
+      a seeded random sampler). The optuna strategies (random, tpe, nsga2) only override this.
+    - `learn(history)`: brings whatever the strategy derives from results (a value model) up to
+      `history`; called before `suggest` by strategies that need it, and idempotent.
+    - `start_up()`: the designs proposed before any result counts, for the run's header.
+
+    Callers (the run loop, `Search.ask`, the conformance check) call `propose`, never `suggest`:
+    `propose` seeds the generator and redraws a design the run already has. Model-based
+    strategies return a Proposal, which the loop enqueues into the study so the trial holds its
+    parameters exactly. Those that learn from the rest of the archive set `reads_prior`: only for
+    them does the loop read it.
     """
 
     reads_prior: ClassVar[bool] = False
@@ -144,17 +155,16 @@ class Strategy:
         self.objective = objective
 
     def directions(self) -> list[optuna.study.StudyDirection]:
-        """The study's directions: score up, and tokens per task down when cost counts."""
+        """The study's directions: score up, and tokens per item down when cost counts."""
         up, down = optuna.study.StudyDirection.MAXIMIZE, optuna.study.StudyDirection.MINIMIZE
         return [up] if self.objective == "score" else [up, down]
 
-    def sampler(self) -> optuna.samplers.BaseSampler:
-        return self._internal_sampler()
-
     def propose(self, history: History) -> Proposal | None:
-        """The next design to evaluate, never one the run already has (None: ask the sampler)."""
-        rng = np.random.default_rng([self.seed, len(history.observations)])
-        proposal = self._internal_propose(history, rng)
+        """The next design to evaluate, never one the run already has (None: ask the sampler).
+
+        The template callers use; subclasses override `suggest`, not this."""
+        rng = np.random.default_rng([self.seed, len(history.trials)])
+        proposal = self.suggest(history, rng)
         if proposal is None or proposal.spec.spec_hash not in history.seen:
             return proposal
         for _ in range(_REDRAWS):  # a strategy stuck on known designs falls back to sampling
@@ -163,40 +173,39 @@ class Strategy:
                 return Proposal(spec=spec, operator="sample")
         return None
 
+    # -- extension points --
+
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
+        """The design this strategy would evaluate next, drawn with `rng`; None (the default)
+        leaves the trial to `sampler()`. A design the run already has is redrawn by `propose`."""
+        return None
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        """The study's sampler, which proposes whenever `suggest` returns None."""
+        return optuna.samplers.RandomSampler(seed=self.seed)
+
     def learn(self, history: History) -> None:
         """Brings whatever the strategy derives from results (a value model) up to `history`."""
-        self._internal_learn(history)
 
     def start_up(self) -> StartUp | None:
         """Its start-up designs, if it has any: a strategy that learns from its first result, or
         never learns, has none."""
         return None
 
-    # -- hooks --
-
-    def _internal_sampler(self) -> optuna.samplers.BaseSampler:
-        return optuna.samplers.RandomSampler(seed=self.seed)
-
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
-        return None
-
-    def _internal_learn(self, history: History) -> None:
-        pass
-
     # -- shared by subclasses --
 
     def fitness(self, history: History, weight: float) -> dict[str, float]:
         """Each complete design's fitness: its score, or under score-cost the score less `weight`
-        times its tokens per task over the most any design used. Drawing the weight afresh for
+        times its tokens per item over the most any design used. Drawing the weight afresh for
         each proposal (ParEGO's random scalarization) spreads proposals along the whole front."""
         complete = history.complete
         scores = {o.spec.spec_hash: float(o.score or 0.0) for o in complete}
         if self.objective == "score" or not complete:
             return scores
-        most = max(float(o.tokens_per_task or 0.0) for o in complete) or 1.0
+        most = max(float(o.tokens_per_item or 0.0) for o in complete) or 1.0
         return {
             o.spec.spec_hash: scores[o.spec.spec_hash]
-            - weight * float(o.tokens_per_task or 0.0) / most
+            - weight * float(o.tokens_per_item or 0.0) / most
             for o in complete
         }
 

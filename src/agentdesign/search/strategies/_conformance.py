@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from agentdesign.components import SLOTS, AgentSpec, ConformanceError
 from agentdesign.search.space import SearchSpace
-from agentdesign.search.strategies._base import History, Observation, Strategy
+from agentdesign.search.strategies._base import History, Strategy, Trial
 from agentdesign.search.strategies._drive import Evaluated, drive
 from agentdesign.search.strategies._registry import STRATEGIES
 
@@ -39,9 +39,7 @@ def check_strategy(
         _check_design(where, space, result.spec)
     history = History(
         description="conformance",
-        observations=tuple(
-            Observation(spec=e.spec, state="complete", score=e.mean) for e in evaluated
-        ),
+        trials=tuple(Trial(spec=e.spec, state="complete", score=e.mean) for e in evaluated),
     )
     proposals = [factory(space=space, seed=1, objective="score").propose(history) for _ in "ab"]
     first, second = (p.spec.spec_hash if p is not None else None for p in proposals)

@@ -1,7 +1,7 @@
 """What the value-guided strategies (mcts, evolution) share: a pairwise cold start, a value model
 refit on every result, offspring from the best designs, and screening by the model.
 
-The value model only screens: many candidate designs are generated, the model's optimistic bound
+The value model only screens: many offspring designs are generated, the model's optimistic bound
 (mean + explore * std) picks the one that gets a real evaluation, and real scores alone rank it.
 """
 
@@ -10,29 +10,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from agentdesign.components import SLOTS, AgentSpec
 from agentdesign.search.space import SearchSpace, crossover, merge_prompts, mutate, pairwise_design
 from agentdesign.search.strategies._base import History, Proposal, StartUp, Strategy, softmax
+from agentdesign.search.strategies._meta import MetaAgent
 from agentdesign.search.strategies._refine import PromptRefiner
 from agentdesign.search.valuemodel import Domain, ValueModel
-
-if TYPE_CHECKING:
-    from agentdesign.search.strategies._meta import MetaAgent
 
 __all__ = ["GuidedStrategy"]
 
 
 class GuidedStrategy(Strategy):
-    """Abstract base of the value-guided strategies: a subclass declares `operators`, its mix of
-    offspring operators, and may choose how offspring are picked (`_internal_select`).
+    """Abstract base of the value-guided strategies. Its extension points: a subclass declares
+    `operators`, its mix of offspring operators by name ("mutation", "recombination", "crossover",
+    "merge", "sample"), and may override `select`, which picks the design to evaluate from the
+    screened offspring (by default the best optimistic bound).
 
     `n_initial` caps the pairwise cold start (default 8, so that the value model chooses from the
     ninth proposal on; None: the whole covering design of 28-30 rows); `explore` is k in
-    the screening bound mean + k * std; `n_candidates` designs are screened per proposal. With a
+    the screening bound mean + k * std; `n_offspring` designs are screened per proposal. With a
     `refiner`, every `refiner.every`-th proposal is instead the fittest design not yet refined with
     one prompt rewritten from its failures (unscreened: the model cannot read prompts). With a
     `meta` agent, every `meta.every`-th proposal is written by it (see `MetaAgent`), screened by
@@ -51,7 +51,7 @@ class GuidedStrategy(Strategy):
         space: SearchSpace,
         seed: int = 0,
         objective: str = "score",
-        n_candidates: int = 128,
+        n_offspring: int = 128,
         explore: float = 1.0,
         n_initial: int | None = 8,
         population: int = 8,
@@ -66,7 +66,7 @@ class GuidedStrategy(Strategy):
                 "base, and each value-guided strategy declares its operator mix"
             )
         super().__init__(space=space, seed=seed, objective=objective)
-        self.n_candidates = n_candidates
+        self.n_offspring = n_offspring
         self.explore = explore
         self.n_initial = n_initial
         self.population = population
@@ -92,7 +92,9 @@ class GuidedStrategy(Strategy):
 
     # -- learning: a derived cache, refit whenever the results differ --
 
-    def _internal_learn(self, history: History) -> None:
+    def learn(self, history: History) -> None:
+        """Refits the value model (and the cost model under score-cost) when the results differ
+        from those it was fitted on."""
         rows = history.labelled()
         key = tuple((r.spec.spec_hash, r.description, r.score, r.weight) for r in rows)
         if key == self._fitted_on:
@@ -101,7 +103,7 @@ class GuidedStrategy(Strategy):
         domain = Domain(description=history.description, model=self.space.model)
         self._score_model = ValueModel(seed=self.seed, domain=domain).fit(rows)
         if self.objective == "score-cost":
-            costs = [replace(r, score=math.log1p(r.tokens_per_task)) for r in rows]
+            costs = [replace(r, score=math.log1p(r.tokens_per_item)) for r in rows]
             self._cost_model = ValueModel(seed=self.seed, domain=domain).fit(costs)
         self._fitted_on = key
 
@@ -113,13 +115,13 @@ class GuidedStrategy(Strategy):
         mean, std = self._score_model.predict(specs, description=history.description)
         if self.objective == "score-cost" and self._cost_model.fitted:
             cost, _ = self._cost_model.predict(specs, description=history.description)
-            most = max((o.tokens_per_task or 0.0 for o in history.complete), default=0.0)
+            most = max((o.tokens_per_item or 0.0 for o in history.complete), default=0.0)
             mean = mean - weight * np.expm1(cost) / (most or 1.0)
         return mean, std
 
     # -- proposing --
 
-    def _internal_propose(self, history: History, rng: np.random.Generator) -> Proposal | None:
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
         if self._meta_turn(history):  # from the start: a small budget never ends the cold start
             self.learn(history)
             weight = float(rng.uniform(0.0, 0.5))
@@ -135,20 +137,20 @@ class GuidedStrategy(Strategy):
         self.learn(history)
         weight = float(rng.uniform(0.0, 0.5))
         fitness = self.fitness(history, weight)
-        if self.refiner is not None and len(history.observations) % self.refiner.every == 0:
+        if self.refiner is not None and len(history.trials) % self.refiner.every == 0:
             refined = self._refine_fittest(history, rng, fitness)
             if refined is not None:
                 return refined
-        candidates = self._untried(self._offspring(history, rng, fitness), history)
-        if not candidates:
+        offspring = self._untried(self._offspring(history, rng, fitness), history)
+        if not offspring:
             return None
-        mean, std = self.predict([c.spec for c in candidates], history, weight)
-        return self._internal_select(history, candidates, mean, std, fitness, weight)
+        mean, std = self.predict([c.spec for c in offspring], history, weight)
+        return self.select(history, offspring, mean, std, fitness, weight)
 
     def _meta_turn(self, history: History) -> bool:
         """Whether the meta agent writes this proposal: every `meta.every`-th one, once the run
         has a complete design to show it (at once, when it is shown none)."""
-        if self.meta is None or len(history.observations) % self.meta.every:
+        if self.meta is None or len(history.trials) % self.meta.every:
             return False
         return bool(history.complete) or not self.meta.n_view
 
@@ -164,9 +166,9 @@ class GuidedStrategy(Strategy):
     def _cold_start(self, history: History) -> Proposal | None:
         """The next row of the pairwise covering design that no trial has the components of."""
         limit = len(self._initial_design) if self.n_initial is None else self.n_initial
-        if len(history.observations) >= limit:
+        if len(history.trials) >= limit:
             return None
-        tried = {tuple(o.spec[s].name for s in SLOTS) for o in history.observations}
+        tried = {tuple(o.spec[s].name for s in SLOTS) for o in history.trials}
         for spec in self._initial_design:
             if tuple(spec[s].name for s in SLOTS) not in tried:
                 return Proposal(spec=spec, operator="initial")
@@ -177,7 +179,7 @@ class GuidedStrategy(Strategy):
     ) -> Proposal | None:
         """One prompt of the fittest of the `population` best designs not yet refined, rewritten."""
         assert self.refiner is not None
-        refined = {o.parents[0] for o in history.observations if o.operator == "refinement"}
+        refined = {o.parents[0] for o in history.trials if o.operator == "refinement"}
         ranked = sorted(history.complete, key=lambda o: -fitness[o.spec.spec_hash])
         for parent in ranked[: self.population]:
             if parent.spec.spec_hash in refined:
@@ -193,18 +195,18 @@ class GuidedStrategy(Strategy):
             )
         return None
 
-    def _untried(self, candidates: list[Proposal], history: History) -> list[Proposal]:
-        """The candidates worth screening: each design once, none the run already has."""
+    def _untried(self, offspring: list[Proposal], history: History) -> list[Proposal]:
+        """The offspring worth screening: each design once, none the run already has."""
         unique: dict[str, Proposal] = {}
-        for candidate in candidates:
-            if candidate.spec.spec_hash not in history.seen:
-                unique.setdefault(candidate.spec.spec_hash, candidate)
+        for child in offspring:
+            if child.spec.spec_hash not in history.seen:
+                unique.setdefault(child.spec.spec_hash, child)
         return list(unique.values())
 
     def _offspring(
         self, history: History, rng: np.random.Generator, fitness: dict[str, float]
     ) -> list[Proposal]:
-        """`n_candidates` children of the best designs so far, made by the subclass's operators.
+        """`n_offspring` children of the best designs so far, made by the subclass's operators.
 
         Parents are drawn AFlow-style: a mix of uniform odds and a softmax of fitness, from the
         `population` fittest complete designs; with fewer than two, children are random designs.
@@ -212,7 +214,7 @@ class GuidedStrategy(Strategy):
         ranked = sorted(history.complete, key=lambda o: -fitness[o.spec.spec_hash])
         parents = [o.spec for o in ranked[: self.population]]
         if len(parents) < 2:
-            return [Proposal(spec=self.space.sample(rng)) for _ in range(self.n_candidates)]
+            return [Proposal(spec=self.space.sample(rng)) for _ in range(self.n_offspring)]
         values = np.array([fitness[p.spec_hash] for p in parents])
         odds = self.uniform_share / len(parents) + (1 - self.uniform_share) * softmax(
             values, self.parent_temperature
@@ -220,7 +222,7 @@ class GuidedStrategy(Strategy):
         names = [name for name, _ in self.operators]
         mix = np.array([share for _, share in self.operators])
         children = []
-        for _ in range(self.n_candidates):
+        for _ in range(self.n_offspring):
             a, b = (parents[int(i)] for i in rng.choice(len(parents), size=2, p=odds / odds.sum()))
             operator = names[int(rng.choice(len(names), p=mix / mix.sum()))]
             if operator == "sample":
@@ -255,14 +257,16 @@ class GuidedStrategy(Strategy):
                 )
         return children
 
-    def _internal_select(
+    def select(
         self,
         history: History,
-        candidates: list[Proposal],
+        offspring: list[Proposal],
         mean: np.ndarray,
         std: np.ndarray,
         fitness: dict[str, float],
         weight: float,
     ) -> Proposal:
-        """The candidate with the best optimistic bound."""
-        return candidates[int(np.argmax(mean + self.explore * std))]
+        """The design to evaluate, from `offspring` with the value model's `mean` and `std`
+        of each (under score-cost already less `weight` times the predicted cost) and the
+        `fitness` of each complete design; by default the one with the best optimistic bound."""
+        return offspring[int(np.argmax(mean + self.explore * std))]

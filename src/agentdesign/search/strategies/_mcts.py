@@ -6,7 +6,7 @@ every proposal (nothing lives only in memory): a node's visits are the complete 
 and its value their mean fitness, so real scores back up the tree. Selection is PUCT: the prior of
 each child is a softmax of the value model's best screened prediction under it, and an uncertainty
 bonus adds the ensemble's spread and the gap between predicted and real scores under the node.
-Expansion makes many candidates by mutation, recombination (a component from another good design)
+Expansion makes many offspring by mutation, recombination (a component from another good design)
 and fresh samples; the model screens them and only the chosen leaf's best is evaluated.
 """
 
@@ -40,26 +40,27 @@ class MctsStrategy(GuidedStrategy):
         self.c_puct = c_puct
         self.prior_temperature = prior_temperature
 
-    def _internal_select(
+    def select(
         self,
         history: History,
-        candidates: list[Proposal],
+        offspring: list[Proposal],
         mean: np.ndarray,
         std: np.ndarray,
         fitness: dict[str, float],
         weight: float,
     ) -> Proposal:
+        """The best-screened offspring under the leaf that PUCT descends to, slot by slot."""
         complete = list(history.complete)
         real = np.array([fitness[o.spec.spec_hash] for o in complete])
         predicted, _ = self.predict([o.spec for o in complete], history, weight)
         gap = np.abs(real - predicted)
         bound = mean + self.explore * std
-        chosen = np.arange(len(candidates))
+        chosen = np.arange(len(offspring))
         visited = np.arange(len(complete))
         for slot in SLOTS:
-            children = sorted({candidates[i].spec[slot].name for i in chosen})
+            children = sorted({offspring[i].spec[slot].name for i in chosen})
             under = {
-                c: chosen[[candidates[i].spec[slot].name == c for i in chosen]] for c in children
+                c: chosen[[offspring[i].spec[slot].name == c for i in chosen]] for c in children
             }
             seen = {
                 c: visited[[complete[i].spec[slot].name == c for i in visited]] for c in children
@@ -78,4 +79,4 @@ class MctsStrategy(GuidedStrategy):
                 )
             best = children[int(np.argmax(scores))]
             chosen, visited = under[best], seen[best]
-        return candidates[int(chosen[np.argmax(bound[chosen])])]
+        return offspring[int(chosen[np.argmax(bound[chosen])])]

@@ -20,7 +20,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -37,11 +37,10 @@ from agentdesign.components import (
 )
 from agentdesign.search.space import SearchSpace
 from agentdesign.search.strategies._base import History, Proposal
-from agentdesign.search.strategies._mcts import MctsStrategy
 from agentdesign.search.strategies._refine import Failure, clip
 from agentdesign.search.strategies._reply import DesignReader
 
-__all__ = ["META_STATUSES", "MetaAgent", "MetaOutcome", "MetaStrategy", "item_front"]
+__all__ = ["META_STATUSES", "MetaAgent", "MetaOutcome", "item_front"]
 
 # What became of a design the meta agent wrote: evaluated ("accepted"), valid but another one of
 # the same reply screened better ("screened"), refused ("invalid", "duplicate"), or no reply
@@ -409,21 +408,3 @@ def _compact(spec: AgentSpec) -> dict[str, Any]:
 
 def _number(value: float) -> str:
     return f"{value:g}"
-
-
-class MetaStrategy(MctsStrategy):
-    """Meta agent search (ADAS): after `n_initial` covering designs, every proposal is written by
-    the meta agent from what the run has learnt, screened by the value model; when a reply holds
-    no valid new design, the proposal is mcts's. Without a `meta` agent it is mcts with a short
-    start (the run loop always hands it one)."""
-
-    # mcts's operators, and GEPA's merge of the prompts two designs rewrote apart
-    operators: ClassVar[tuple[tuple[str, float], ...]] = (
-        ("mutation", 0.35),
-        ("recombination", 0.35),
-        ("merge", 0.1),
-        ("sample", 0.2),
-    )
-
-    def __init__(self, *, n_initial: int | None = 2, **kwargs: Any) -> None:
-        super().__init__(n_initial=n_initial, **kwargs)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import optuna
 
 from agentdesign.components import AgentSpec
-from agentdesign.search.strategies._base import History, Observation, Strategy
+from agentdesign.search.strategies._base import History, Strategy, Trial
 from agentdesign.search.valuemodel import Labelled
 
 __all__ = ["ask_trial", "history_from_study", "report_items"]
@@ -27,7 +27,7 @@ def history_from_study(
         optuna.trial.TrialState.RUNNING: "running",
         optuna.trial.TrialState.WAITING: "running",
     }
-    observations = []
+    trials = []
     for trial in study.get_trials(deepcopy=False):
         spec_json = trial.user_attrs.get("spec")
         if spec_json is None or trial.state not in states:
@@ -35,12 +35,12 @@ def history_from_study(
         values = trial.values or []
         if not values and trial.last_step is not None:  # pruned: the mean when it was stopped
             values = [trial.intermediate_values[trial.last_step]]
-        observations.append(
-            Observation(
+        trials.append(
+            Trial(
                 spec=AgentSpec.from_json(spec_json),
                 state=states[trial.state],
                 score=values[0] if values else None,
-                tokens_per_task=values[1] if len(values) > 1 else None,
+                tokens_per_item=values[1] if len(values) > 1 else None,
                 parents=tuple(trial.user_attrs.get("parents", ())),
                 operator=trial.user_attrs.get("operator"),
                 n_items=trial.last_step,
@@ -48,7 +48,7 @@ def history_from_study(
         )
     return History(
         description=description,
-        observations=tuple(observations),
+        trials=tuple(trials),
         prior=tuple(prior),
     )
 

@@ -18,7 +18,8 @@ from agentdesign.search.strategies._base import StartUp, Strategy
 from agentdesign.search.strategies._evolution import EvolutionStrategy
 from agentdesign.search.strategies._guided import GuidedStrategy
 from agentdesign.search.strategies._mcts import MctsStrategy
-from agentdesign.search.strategies._meta import MetaAgent, MetaStrategy
+from agentdesign.search.strategies._meta import MetaAgent
+from agentdesign.search.strategies._meta_search import MetaStrategy
 from agentdesign.search.strategies._refine import PromptRefiner
 
 __all__ = [
@@ -51,7 +52,7 @@ class OptunaStrategy(Strategy):
     def start_up(self) -> StartUp | None:
         return self._start_up
 
-    def _internal_sampler(self) -> optuna.samplers.BaseSampler:
+    def sampler(self) -> optuna.samplers.BaseSampler:
         return self._make_sampler(self.seed)
 
 

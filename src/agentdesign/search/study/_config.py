@@ -93,7 +93,7 @@ class RunConfig:
     benchmark: str = "gsm8k"
     model: str = "embedded/qwen2.5-coder-1.5b"
     strategy: str = "tpe"
-    objective: str = "score"  # or "score-cost": tokens per task, minimized, as a second objective
+    objective: str = "score"  # or "score-cost": tokens per item, minimized, as a second objective
     # Racing (see Racing): a design is dropped at a stage where it is clearly worse than the
     # incumbent, a design as good dropped with probability race_alpha at most; runs stored before
     # racing race not, those stored before `race_rule` race by the rule they began with, "paired".

@@ -349,7 +349,7 @@ class Engine(WorkerTrials, HoldoutConfirmation, ModelOperators):
     def _tell(
         self, trial: optuna.Trial | optuna.trial.FrozenTrial, evaluation: EvaluationRecord
     ) -> None:
-        """Score, or score and tokens per task; a pruned evaluation is told as pruned, with its
+        """Score, or score and tokens per item; a pruned evaluation is told as pruned, with its
         mean on the items it had (see `report_items`)."""
         number = trial.number
         scores = [r.score for r in self.archive.task_results(evaluation.id).values()]

@@ -42,7 +42,7 @@ def labelled_from_archive(
                 spec=spec,
                 description=descriptions[row.benchmark],
                 score=row.mean,
-                tokens_per_task=(row.prompt_tokens + row.completion_tokens) / max(row.n_tasks, 1),
+                tokens_per_item=(row.prompt_tokens + row.completion_tokens) / max(row.n_tasks, 1),
             )
         )
     return rows

@@ -59,7 +59,7 @@ _Z95 = 1.959964
 
 @dataclass(frozen=True)
 class Labelled:
-    """One real result: a design's mean score on a benchmark (and its tokens per task).
+    """One real result: a design's mean score on a benchmark (and its tokens per item).
 
     `weight` is how much the fit trusts it: 1 for a design scored on every item, its share of the
     items for one that racing stopped early (a partial mean, and a pessimistic one: it was stopped
@@ -69,7 +69,7 @@ class Labelled:
     spec: AgentSpec
     description: str
     score: float
-    tokens_per_task: float = 0.0
+    tokens_per_item: float = 0.0
     weight: float = 1.0
 
 
