@@ -140,6 +140,96 @@ def test_three_workers_share_a_run_on_postgresql(
     assert sum(1 for log in logs if log.exists() and log.read_text()) >= 2  # work was shared
 
 
+_TPE_WORKER = """
+import json, sys
+import optuna
+from agentdesign.archive import Archive
+from agentdesign.components.testing import FakeChatModel
+from agentdesign.search import Budget, RunConfig, run_worker, space_from_option
+from agentdesign.search.study import Engine
+
+url, log_path, agents = sys.argv[1], sys.argv[2], int(sys.argv[3])
+log = open(log_path, "a", buffering=1)
+asked = Engine.ask
+
+
+def ask(self):
+    # each design this worker is given, with the designs the other workers run at that moment
+    work = asked(self)
+    if work is not None:
+        trial, spec = work
+        running = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        elsewhere = [t.user_attrs.get("spec") for t in running if t.number != trial.number]
+        log.write(json.dumps([trial.number, spec.to_json(), elsewhere]) + "\\n")
+    return work
+
+
+Engine.ask = ask
+llm = FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3", latency_s=0.1)
+quick = space_from_option("quick")
+config = RunConfig(
+    name="tpe", model="fake/model", strategy="tpe", budget=Budget(max_agents=agents),
+    n_search=3, n_holdout=0, baselines=[],
+    choices=quick.get("choices", {}), limits=quick.get("limits", {}),
+)
+with Archive(url) as archive:
+    run_worker(archive, config, llm=llm, heartbeat_s=1)
+"""
+
+
+@pytest.mark.postgres
+def test_four_tpe_workers_never_draw_a_design_another_one_is_running(
+    postgres_schema: Callable[[], str], tmp_path: Path
+) -> None:
+    """optuna's constant liar across worker processes: each worker is given a design that no
+    other worker runs at that moment. (A design that finished earlier may come again, as in one
+    process: TPE returns to good designs, and the archive's result is reused, not paid again.)"""
+    url = postgres_schema()
+    logs = [tmp_path / f"tpe{i}.log" for i in range(4)]
+    workers = [start_forked(_TPE_WORKER, url, str(log), "20", cwd=Path.cwd()) for log in logs]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+    asked = [
+        json.loads(line) for log in logs if log.exists() for line in log.read_text().splitlines()
+    ]
+    assert len({log for log in logs if log.exists() and log.read_text()}) >= 3  # work was shared
+    clashes = [number for number, spec, elsewhere in asked if spec in elsewhere]
+    assert not clashes, f"trials given a design another worker was running: {clashes}"
+    with Archive(url) as archive:
+        assert archive.run_totals("tpe").n_complete == 20
+
+
+@pytest.mark.postgres
+def test_workers_ask_one_at_a_time_and_not_behind_a_held_up_one(
+    postgres_schema: Callable[[], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    from agentdesign.search.study import trial_storage
+
+    with Archive(postgres_schema()) as archive:
+        mine, theirs = trial_storage(archive, 1), trial_storage(archive, 1)
+        events: list[str] = []
+
+        def other_worker(wait_s: float) -> None:
+            with theirs.asking("run", wait_s=wait_s):
+                events.append("theirs")
+
+        # the other worker waits for this one; then this one is held up past its wait
+        for hold_s, wait_s, expected in (
+            (0.5, 5.0, ["left", "theirs"]),
+            (3.0, 0.5, ["theirs", "left"]),
+        ):
+            events.clear()
+            with mine.asking("run", wait_s=5.0):
+                other = threading.Thread(target=other_worker, args=(wait_s,))
+                other.start()
+                time.sleep(hold_s)
+                events.append("left")
+            other.join()
+            assert events == expected
+        assert "held the ask lock of run for 0.5 s: asking without it" in caplog.text
+
+
 @pytest.mark.postgres
 def test_workers_ride_through_a_database_restart(
     postgres_schema: Callable[[], str], tmp_path: Path

@@ -6,22 +6,36 @@ one while the sampler runs; killed then, it leaves a trial RUNNING for ever, and
 waits for the others (`search._workers`) waits for it for ever. Here the first heartbeat comes
 with the trial's start, before the sampler runs, so a trial that lacks one for long is one whose
 worker died between those two commits; `running_without_heartbeat` finds them.
+
+Workers on PostgreSQL ask for trials one at a time (`asking`), so that each sampler sees the
+trials the others asked for with their parameters, as optuna's constant liar needs: two workers
+sampling at once each see the other's new trial without parameters, and may both draw the same
+design.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import logging
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import optuna
 from optuna.storages._rdb.models import StudyModel, TrialHeartbeatModel, TrialModel
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy import exists, select
+from sqlalchemy import Connection, exists, select, text
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from agentdesign.archive._outage import DatabaseOutage, riding
 
 __all__ = ["TrialStorage"]
+
+log = logging.getLogger(__name__)
+
+# The advisory locks of asking, one per study: this prefix ("ask") and the study name's CRC-32.
+_ASK_LOCK_PREFIX = 0x61_73_6B << 32
 
 
 class TrialStorage(optuna.storages.RDBStorage):
@@ -57,6 +71,48 @@ class TrialStorage(optuna.storages.RDBStorage):
     def _first_heartbeat(self, trial_id: int) -> None:
         if self.heartbeat_interval is not None:
             self.record_heartbeat(trial_id)
+
+    @contextmanager
+    def asking(self, study_name: str, *, wait_s: float) -> Iterator[None]:
+        """Holds study `study_name`'s ask lock for the block, in which a worker asks the sampler
+        for a trial and writes its parameters; the other workers' asks wait (SQLite: one writer,
+        no lock). A worker that cannot have the lock within `wait_s` seconds (its holder is held
+        up, say stopped) asks without it, with one line in the log."""
+        if self.engine.dialect.name == "sqlite":
+            yield
+            return
+        key = _ASK_LOCK_PREFIX | zlib.crc32(study_name.encode())
+
+        def lock() -> Connection | None:
+            conn = self.engine.connect()
+            try:
+                conn.begin()  # held open for the block: the lock is the transaction's
+                conn.execute(text(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}"))
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+            except OperationalError as err:
+                conn.close()
+                if "lock timeout" not in str(err.orig):
+                    raise
+                return None
+            except BaseException:
+                conn.close()
+                raise
+            return conn
+
+        held = self._outage.ride(lock)
+        if held is None:
+            log.warning(
+                "another worker has held the ask lock of %s for %g s: asking without it",
+                study_name,
+                wait_s,
+            )
+        try:
+            yield
+        finally:
+            if held is not None:
+                with suppress(DBAPIError):  # a dropped connection dropped its lock with it
+                    held.rollback()
+                held.close()
 
     def running_without_heartbeat(self, study_name: str) -> dict[int, int]:
         """The id and number of each running trial of study `study_name` without a heartbeat."""

@@ -10,6 +10,9 @@ What is exported, and nothing else (the rest is internal and may change):
   `sqlite_disk_full`,
   `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`, and for a runner that
   gives up on a task, `pending_model_call` with its `PendingCall`;
+- traces: the optional OpenTelemetry export (`enable_tracing`, `disable_tracing`, `tracing_on`,
+  `start_tracing_from_environment`, `trace_span` with its `TraceSpan`, `traced_model`,
+  `provider_name`, `GENAI_SEMCONV_VERSION`; docs/tracing.md);
 - extending: the slot base classes a new component subclasses (`Workflow`, `Planning`,
   `Reasoning`, `Memory`, `Tool`, `Reflection`, on `Component`), the types their methods take and
   return (`Solver`, `Attempt`, `Observation`, `Example`, `Lesson`, `Recall`, `MemoryStore`;
@@ -98,6 +101,17 @@ from agentdesign.components.llm._llm import (
     import_litellm,
     pending_model_call,
 )
+from agentdesign.components.llm._otel import (
+    GENAI_SEMCONV_VERSION,
+    TraceSpan,
+    disable_tracing,
+    enable_tracing,
+    provider_name,
+    start_tracing_from_environment,
+    trace_span,
+    traced_model,
+    tracing_on,
+)
 from agentdesign.components.llm._trace import (
     CallRecord,
     ChatModel,
@@ -111,6 +125,7 @@ from agentdesign.components.sandbox._sandbox import SandboxLimits, SandboxResult
 
 __all__ = [
     "DEFAULT_LLM_TIMEOUT_S",
+    "GENAI_SEMCONV_VERSION",
     "MAX_DATA_BYTES",
     "MAX_LINE_BYTES",
     "MAX_NESTING",
@@ -161,6 +176,7 @@ __all__ = [
     "SpecError",
     "TaskBudget",
     "Tool",
+    "TraceSpan",
     "Workflow",
     "build_agent",
     "check_component",
@@ -172,12 +188,15 @@ __all__ = [
     "decode_text",
     "default_cache_dir",
     "default_chat_model",
+    "disable_tracing",
     "embedded_thread_choice",
+    "enable_tracing",
     "extract_answer",
     "import_litellm",
     "param",
     "parse_spec",
     "pending_model_call",
+    "provider_name",
     "read_regular_file",
     "read_text_file",
     "register",
@@ -185,5 +204,9 @@ __all__ = [
     "run_python",
     "safe_eval",
     "sqlite_disk_full",
+    "start_tracing_from_environment",
+    "trace_span",
+    "traced_model",
+    "tracing_on",
     "write_export",
 ]

@@ -7,6 +7,7 @@ are never run again.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 import time
@@ -15,7 +16,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentdesign.components import Agent, AgentDesignError, Example, pending_model_call
+from agentdesign.components import (
+    Agent,
+    AgentDesignError,
+    Example,
+    pending_model_call,
+    provider_name,
+    trace_span,
+    tracing_on,
+)
 from agentdesign.evaluators._benchmark import Benchmark, Task
 
 __all__ = ["TaskOutcome", "check_concurrency", "evaluate_tasks", "examples_from_tasks", "run_task"]
@@ -78,7 +87,42 @@ def run_task(
     failing that call: the runner waits for the call's try in flight to end (its deadline, the
     LLM timeout, bounds the wait), and a try that fails, or one that failed before, makes the
     task a "provider" failure; a try that answers leaves it a "timeout", the design's slowness.
+
+    While tracing is on (`tracing_on`), the task is an `invoke_agent` span, the parent of the
+    spans of its model and tool calls, whichever thread runs them.
     """
+    if not tracing_on():
+        return _run_task(agent, benchmark, task, timeout_s)
+    spec = agent.spec
+    design = spec.describe()
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": provider_name(spec.model),
+        "gen_ai.request.model": spec.model,
+        "gen_ai.agent.name": design,
+        "gen_ai.agent.id": spec.spec_hash,
+        "agentdesign.benchmark": benchmark.name,
+        "agentdesign.task.id": task.id,
+    }
+    with trace_span(f"invoke_agent {design}", attributes) as span:
+        outcome = _run_task(agent, benchmark, task, timeout_s)
+        span.set(
+            {
+                "gen_ai.usage.input_tokens": outcome.prompt_tokens,
+                "gen_ai.usage.output_tokens": outcome.completion_tokens,
+                "agentdesign.task.score": outcome.score,
+                "agentdesign.cost_usd": outcome.cost,
+                "agentdesign.task.error_kind": outcome.error_kind,
+            }
+        )
+        if outcome.error_kind is not None:
+            span.fail(outcome.error_kind, outcome.error)
+    return outcome
+
+
+def _run_task(
+    agent: Agent, benchmark: Benchmark, task: Task, timeout_s: float | None
+) -> TaskOutcome:
     if timeout_s is None:
         return _run_and_score(agent, benchmark, task)
     if timeout_s <= 0:
@@ -92,7 +136,10 @@ def run_task(
         except BaseException as exc:  # handed to the waiting thread, which re-raises it
             future.set_exception(exc)
 
-    thread = threading.Thread(target=work, name=f"task {task.id}", daemon=True)
+    # in this thread's context, so that the task's spans are children of the current one
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(work,), name=f"task {task.id}", daemon=True
+    )
     thread.start()
     if not wait([future], timeout=timeout_s).done:
         error_kind, error = "timeout", f"no result after {timeout_s:g} s"
@@ -188,7 +235,11 @@ def evaluate_tasks(
         while pending or running:
             while pending and len(running) < concurrency and not should_stop():
                 task = pending.pop(0)
-                running.add(pool.submit(run_task, agent, benchmark, task, timeout_s=timeout_s))
+                # in this thread's context: a task's spans are children of the current one
+                in_context = contextvars.copy_context().run
+                running.add(
+                    pool.submit(in_context, run_task, agent, benchmark, task, timeout_s=timeout_s)
+                )
             if not running:
                 break
             finished, running = wait(running, return_when=FIRST_COMPLETED)

@@ -6,7 +6,7 @@ Standard library only, like every module export inlines.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,6 +19,7 @@ __all__ = [
     "TaskBudget",
     "TaskBudgetExceeded",
     "Trace",
+    "add_call_listener",
 ]
 
 
@@ -95,6 +96,18 @@ class TaskBudget:
     max_tokens: int = 32_000
 
 
+# Called with each call as a trace records it, in the thread of the task that made it: the
+# engine's OpenTelemetry export, when it is on (see `add_call_listener`).
+_listeners: list[Callable[[CallRecord], None]] = []
+
+
+def add_call_listener(listener: Callable[[CallRecord], None]) -> None:
+    """Makes every trace call `listener` with each record it adds, right after the call it
+    records ended (a listener added twice is called once). A listener must not raise."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
 class Trace:
     """The calls one task made, checked against its budget as they happen."""
 
@@ -112,6 +125,8 @@ class Trace:
 
     def add(self, record: CallRecord) -> None:
         self.records.append(record)
+        for listener in _listeners:
+            listener(record)
         if self.llm_calls > self.budget.max_calls:
             raise TaskBudgetExceeded(f"more than {self.budget.max_calls} model calls")
         if self.tokens > self.budget.max_tokens:

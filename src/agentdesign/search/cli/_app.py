@@ -29,6 +29,7 @@ from agentdesign.components import (
     default_chat_model,
     parse_spec,
     read_text_file,
+    start_tracing_from_environment,
 )
 from agentdesign.evaluators import (
     check_concurrency,
@@ -468,6 +469,7 @@ def main() -> None:
     """Entry point: user errors print one line and exit 2, a provider that fails tasks even after
     the retries one line and exit 3 (the work is kept: retry later), never a traceback."""
     try:
+        start_tracing_from_environment()  # AGENTDESIGN_OTEL=1: a bad setting is said at once
         app()
     except ProviderError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -15,7 +15,17 @@ import time
 from collections.abc import Callable, Sequence
 
 from agentdesign.archive import Archive, EvaluationRecord, Heartbeat, worker_id
-from agentdesign.components import AgentSpec, ChatModel, Example, ProviderError, build_agent
+from agentdesign.components import (
+    AgentSpec,
+    ChatModel,
+    Example,
+    ProviderError,
+    build_agent,
+    provider_name,
+    trace_span,
+    traced_model,
+    tracing_on,
+)
 from agentdesign.evaluators import (
     Benchmark,
     Task,
@@ -90,9 +100,77 @@ def evaluate_agent(
     every `lease_s / 3` seconds; if it dies, the lease runs out after `lease_s` and one of them
     takes over. A holder that was only held up (stopped, swapped out) and finds its lease taken
     starts no more tasks: it logs one line and waits for the results like the others.
+
+    While tracing is on (`tracing_on`), the evaluation is a span, the parent of its tasks' spans.
     """
     check_concurrency(concurrency)
     benchmark.check_ready(spec)  # e.g. Java, or a workflow that can play an environment
+
+    def evaluate(model: ChatModel) -> EvaluationRecord | None:
+        return _evaluate_agent(
+            archive,
+            spec,
+            benchmark,
+            tasks,
+            llm=model,
+            split=split,
+            train_examples=train_examples,
+            concurrency=concurrency,
+            seed=seed,
+            on_start=on_start,
+            on_result=on_result,
+            should_stop=should_stop,
+            lease_s=lease_s,
+            timeout_s=timeout_s,
+        )
+
+    if not tracing_on():
+        return evaluate(llm)
+    design = spec.describe()
+    attributes: dict[str, str | int] = {
+        "gen_ai.provider.name": provider_name(spec.model),
+        "gen_ai.request.model": spec.model,
+        "agentdesign.agent.hash": spec.spec_hash,
+        "agentdesign.agent.design": design,
+        "agentdesign.benchmark": benchmark.name,
+        "agentdesign.split": split,
+        "agentdesign.evaluation.tasks": len(tasks),
+    }
+    with trace_span(f"evaluate {design}", attributes) as span:
+        evaluation = evaluate(traced_model(llm))
+        if evaluation is None:
+            span.set({"agentdesign.evaluation.status": "stopped"})
+        else:
+            span.set(
+                {
+                    "agentdesign.evaluation.id": evaluation.id,
+                    "agentdesign.evaluation.status": evaluation.status,
+                    "agentdesign.evaluation.mean": evaluation.mean,
+                    "agentdesign.evaluation.ci_low": evaluation.ci_low,
+                    "agentdesign.evaluation.ci_high": evaluation.ci_high,
+                }
+            )
+    return evaluation
+
+
+def _evaluate_agent(
+    archive: Archive,
+    spec: AgentSpec,
+    benchmark: Benchmark,
+    tasks: Sequence[Task],
+    *,
+    llm: ChatModel,
+    split: str,
+    train_examples: Sequence[Example],
+    concurrency: int,
+    seed: int,
+    on_start: Callable[[EvaluationRecord, int], None] | None,
+    on_result: Callable[[TaskOutcome], None] | None,
+    should_stop: Callable[[], bool],
+    lease_s: float,
+    timeout_s: float | None,
+) -> EvaluationRecord | None:
+    """`evaluate_agent`, its checks done."""
     archive.add_agent(spec=spec.to_dict(), spec_hash=spec.spec_hash)
     evaluation = archive.get_or_create_evaluation(
         agent_hash=spec.spec_hash,

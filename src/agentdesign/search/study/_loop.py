@@ -299,7 +299,24 @@ class Engine(WorkerTrials, HoldoutConfirmation, ModelOperators):
         n_agents = self.archive.run_totals(self.run.name).n_agents
         if not waiting and max_agents is not None and n_agents >= max_agents:
             return None
-        if waiting:  # a dead worker's design first, as it was
+        # One worker asks at a time, so that the sampler sees every other worker's trial with
+        # its design (see `TrialStorage.asking`); a held-up holder is waited for a grace period.
+        with self.storage.asking(self.study.study_name, wait_s=self.heartbeat_s * GRACE_BEATS):
+            trial, spec = self._ask_design(retry=bool(waiting))
+        parents = [*(trial.user_attrs.get("parents") or []), None, None]
+        self.archive.add_agent(
+            spec=spec.to_dict(),
+            spec_hash=spec.spec_hash,
+            parent_hash=parents[0],
+            co_parent_hash=parents[1],
+            operator=trial.user_attrs.get("operator"),
+        )
+        return trial, spec
+
+    def _ask_design(self, *, retry: bool) -> tuple[optuna.Trial, AgentSpec]:
+        """A new trial and its design, its parameters and spec written to the study: a dead
+        worker's design, as it was, when one is queued (`retry`), else the strategy's."""
+        if retry:
             trial = self.study.ask()
         else:
             history = history_from_study(
@@ -318,15 +335,9 @@ class Engine(WorkerTrials, HoldoutConfirmation, ModelOperators):
         # beating since it started (see `TrialStorage`): renewed after the sampler's work
         self.storage.record_heartbeat(trial._trial_id)
         spec = self.space.suggest(trial)  # a retried trial has its parameters fixed: same design
+        if not retry:
+            trial, spec = self._apart_from_other_workers(trial, spec)
         trial.set_user_attr("spec", spec.to_json())
-        parents = [*(trial.user_attrs.get("parents") or []), None, None]
-        self.archive.add_agent(
-            spec=spec.to_dict(),
-            spec_hash=spec.spec_hash,
-            parent_hash=parents[0],
-            co_parent_hash=parents[1],
-            operator=trial.user_attrs.get("operator"),
-        )
         return trial, spec
 
     def _admit(self, trial: optuna.Trial, spec: AgentSpec) -> bool:

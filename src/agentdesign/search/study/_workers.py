@@ -5,6 +5,10 @@ Any number of worker processes may drive one run on PostgreSQL (SQLite: one at a
 whose heartbeat stops is failed and queued again (optuna's RetryHeartbeatStaleTrialCallback), and
 the evaluation lease in the archive makes sure no task is paid twice. So is a trial left without
 any heartbeat, by a worker killed between starting it and its first heartbeat (see `TrialStorage`).
+
+Workers ask for trials one at a time (`TrialStorage.asking`), so that optuna's constant liar sees
+every design the others run; it makes those designs less likely, not impossible, so a trial that
+draws one anyway is failed and asked again with a design at random that none of them runs.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
+import numpy as np
 import optuna
 
 from agentdesign.archive import Archive, Heartbeat, TrialStorage
+from agentdesign.components import AgentSpec
+from agentdesign.search.space import SearchSpace
+from agentdesign.search.strategies import Proposal, Strategy
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "GRACE_BEATS", "WorkerTrials", "trial_storage"]
 
@@ -23,6 +31,8 @@ __all__ = ["DEFAULT_HEARTBEAT_S", "GRACE_BEATS", "WorkerTrials", "trial_storage"
 # GRACE_BEATS of them belongs to a dead worker and is taken over.
 DEFAULT_HEARTBEAT_S = 10
 GRACE_BEATS = 3
+# Designs drawn at random, at most, for one that no other worker runs.
+_REDRAWS = 200
 
 
 def trial_storage(archive: Archive, heartbeat_s: int) -> TrialStorage:
@@ -40,6 +50,8 @@ class WorkerTrials:
     archive: Archive
     study: optuna.Study
     storage: TrialStorage
+    space: SearchSpace
+    strategy: Strategy
     heartbeat_s: int
     _own_trials: set[int]
     _unbeaten_since: dict[int, float]  # trial id: when this worker first saw it without heartbeat
@@ -86,6 +98,38 @@ class WorkerTrials:
                 continue  # another worker failed it just now, and queues it again
             if retry is not None:
                 retry(self.study, self.storage.get_trial(trial_id))
+
+    def _apart_from_other_workers(
+        self, trial: optuna.Trial, spec: AgentSpec
+    ) -> tuple[optuna.Trial, AgentSpec]:
+        """`trial` and its design, unless another worker runs that design now (optuna's constant
+        liar makes that less likely, not impossible): then `trial` is failed, and a new one asked
+        with a design at random that no other worker runs, as a strategy that proposes a known
+        design falls back to one. Called under the ask lock, where the running designs stand
+        still. SQLite has no other worker."""
+        if self.archive.single_writer:
+            return trial, spec
+        running = {
+            t.user_attrs.get("spec")
+            for t in self.study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+            )
+            if t.number not in self._own_trials
+        }
+        if spec.to_json() not in running:
+            return trial, spec
+        self._finish_trial(trial.number, state=optuna.trial.TrialState.FAIL)
+        rng = np.random.default_rng([self.strategy.seed, trial.number])
+        for _ in range(_REDRAWS):
+            drawn = self.space.sample(rng)
+            if drawn.to_json() not in running:
+                break
+        proposal = Proposal(spec=drawn, operator="sample")
+        self.study.enqueue_trial(self.space.trial_params(drawn), user_attrs=proposal.user_attrs())
+        trial = self.study.ask()  # the one just queued: no other worker asks meanwhile
+        self._own_trials.add(trial.number)
+        self.storage.record_heartbeat(trial._trial_id)
+        return trial, self.space.suggest(trial)
 
     def _wait_for_other_workers(self) -> None:
         """Waits until no other live worker holds a trial of this run, so that the holdout
