@@ -23,6 +23,7 @@ from agentdesign.search.strategies._meta import (
     MetaAgent,
     MetaOutcome,
     MetaStrategy,
+    RunView,
     item_front,
 )
 from agentdesign.search.strategies._optuna import ask_trial, history_from_study, report_items
@@ -60,6 +61,7 @@ __all__ = [
     "ReadDesign",
     "Refinement",
     "RegisteredStrategy",
+    "RunView",
     "StartUp",
     "Strategy",
     "ask_trial",

@@ -16,6 +16,7 @@ from contextlib import contextmanager, suppress
 import optuna
 
 from agentdesign.archive import Archive, Heartbeat, TrialStorage
+from agentdesign.search.study._context import RunContext
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "GRACE_BEATS", "WorkerTrials", "trial_storage"]
 
@@ -35,28 +36,33 @@ def trial_storage(archive: Archive, heartbeat_s: int) -> TrialStorage:
 
 
 class WorkerTrials:
-    """A worker's part in sharing a run's trials, as a part of the search (`_loop.Engine`)."""
+    """This worker's part in sharing the run's trials (`study`, kept in `storage`): the trials it
+    holds, beating for each, and those of dead workers, failed and queued again."""
 
-    archive: Archive
-    study: optuna.Study
-    storage: TrialStorage
-    heartbeat_s: int
-    _own_trials: set[int]
-    _unbeaten_since: dict[int, float]  # trial id: when this worker first saw it without heartbeat
+    def __init__(self, context: RunContext, study: optuna.Study, storage: TrialStorage) -> None:
+        self.context = context
+        self.study = study
+        self.storage = storage
+        self.owned: set[int] = set()  # the numbers of this worker's trials
+        self._unbeaten_since: dict[int, float] = {}  # trial id: when first seen without heartbeat
 
-    def _reclaim_stale_trials(self) -> None:
+    @property
+    def heartbeat_s(self) -> int:
+        return self.context.heartbeat_s
+
+    def reclaim_stale(self) -> None:
         """Fails the trials of dead workers and queues each again (as a WAITING trial).
 
         On PostgreSQL a trial is dead once its heartbeat is older than the grace period. A SQLite
         archive has one writing process, this one, so any trial it does not hold is dead.
         """
-        if not self.archive.single_writer:
+        if not self.context.archive.single_writer:
             self._fail_dead_trials()
             return
         retry = self.storage.get_heartbeat_stale_trial_callback()
         assert retry is not None
         for stale in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
-            if stale.number not in self._own_trials:
+            if stale.number not in self.owned:
                 self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
                 retry(self.study, stale)
 
@@ -74,7 +80,7 @@ class WorkerTrials:
         self._unbeaten_since = {
             trial_id: self._unbeaten_since.get(trial_id, now)
             for trial_id, number in unbeaten.items()
-            if number not in self._own_trials
+            if number not in self.owned
         }
         retry = self.storage.get_heartbeat_stale_trial_callback()
         for trial_id, since in self._unbeaten_since.items():
@@ -87,28 +93,28 @@ class WorkerTrials:
             if retry is not None:
                 retry(self.study, self.storage.get_trial(trial_id))
 
-    def _wait_for_other_workers(self) -> None:
+    def wait_for_others(self) -> None:
         """Waits until no other live worker holds a trial of this run, so that the holdout
         confirmation ranks the final leaderboard; a dead worker's trial stops counting once its
         heartbeat is stale. Every worker then confirms; the leases make them share the work."""
-        if self.archive.single_writer:
+        if self.context.archive.single_writer:
             return
         while True:
             self._fail_dead_trials()
             running = self.study.get_trials(
                 deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
             )
-            if all(t.number in self._own_trials for t in running):
+            if all(t.number in self.owned for t in running):
                 return
             time.sleep(self.heartbeat_s)
 
     @contextmanager
-    def _trial_heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
+    def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
         beat = lambda: self.storage.record_heartbeat(trial._trial_id)  # noqa: E731
         with Heartbeat(interval_s=self.heartbeat_s, beat=beat):
             yield
 
-    def _finish_trial(
+    def finish(
         self,
         number: int,
         values: Sequence[float] | None = None,
