@@ -41,7 +41,7 @@ from agentdesign.archive._tables import AgentRow, EvaluationRow, RunEntryRow, Ta
 from agentdesign.components import REGISTRY, build_agent, parse_spec
 from agentdesign.evaluators import TaskOutcome, evaluate_tasks, get_benchmark
 from agentdesign.search import Budget, RunConfig, resume_search
-from agentdesign.search.study import create_run
+from agentdesign.search.study import Engine as SearchEngine
 
 N_SEARCH = 10
 MODELS = (
@@ -204,7 +204,7 @@ def measure(
     engine = create_engine(url)
     rng = np.random.default_rng(0)
     llm = fake_llm(latency_s=0.0)
-    config = RunConfig(
+    config = RunConfig.of(
         name="run-0",
         model=MODELS[0],
         strategy="random",
@@ -214,7 +214,7 @@ def measure(
     )
     start = time.perf_counter()
     with Archive(url) as archive:
-        run = create_run(archive, config, llm=llm)
+        run = SearchEngine(archive, config, llm=llm).run  # stored, with its split
         bulk_run(
             engine,
             run_id=run.id,

@@ -209,7 +209,7 @@ def measure(concurrency: int, designs: int, items: int, latency_s: float) -> dic
         cache_dir(Path(scratch) / "cache"),
         Archive(f"sqlite:///{scratch}/archive.db") as archive,
     ):
-        config = RunConfig(
+        config = RunConfig.of(
             name=f"concurrency-{concurrency}",
             model=MODEL,
             api_base=url,

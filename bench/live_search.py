@@ -69,7 +69,7 @@ def run_config(args: argparse.Namespace, name: str, **settings: Any) -> RunConfi
     """The run `name` of a live sitting: the benchmark, model, split and space of `args` (their
     `benchmark`, `model`, `n_search`, `n_holdout`, `seed`, `space`), with `settings`."""
     narrowing = space_from_option(args.space)
-    return RunConfig(
+    return RunConfig.of(
         name=name,
         benchmark=args.benchmark,
         model=args.model,

@@ -34,7 +34,7 @@ RUN = "bench-workers"
 def work(url: str, agents: int, tasks: int, latency_s: float, strategy: str) -> None:
     """One worker process: joins (or starts) the run and works until its budget is spent."""
     quick = space_from_option("quick")
-    config = RunConfig(
+    config = RunConfig.of(
         name=RUN,
         model="fake/model",
         strategy=strategy,

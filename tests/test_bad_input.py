@@ -248,8 +248,8 @@ def test_a_read_only_archive_is_one_line(
 
 _FAKE_MODEL_CLI = (
     "import sys; from agentdesign.components.testing import FakeChatModel; "
-    "from agentdesign.search.study import _loop; from agentdesign.search.cli import main; "
-    "_loop.default_chat_model = lambda **_: FakeChatModel(lambda *a: 'Answer: Paris'); "
+    "from agentdesign.search.study import _resolve; from agentdesign.search.cli import main; "
+    "_resolve.default_chat_model = lambda **_: FakeChatModel(lambda *a: 'Answer: Paris'); "
     "sys.argv[0] = 'agentdesign'; main()"
 )
 
@@ -349,7 +349,7 @@ def test_a_refused_option_leaves_the_run_name_usable(tmp_path: Path) -> None:
 
 def test_a_worker_takes_the_largest_seed(tmp_path: Path) -> None:
     """Each worker adds its own offset to the seed, which must wrap round, not overflow."""
-    config = RunConfig(
+    config = RunConfig.of(
         name="w", model="fake/model", seed=MAX_SEED, budget=Budget(max_agents=1), n_holdout=2
     )
     with Archive(str(tmp_path / "w.db")) as archive:

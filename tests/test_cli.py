@@ -48,7 +48,7 @@ def make_archive_with_a_run(tmp_path: Path) -> Path:
     with Archive(str(db)) as archive:
         run_search(
             archive,
-            RunConfig(
+            RunConfig.of(
                 name="kept",
                 model="fake/model",
                 budget=Budget(max_agents=2),
@@ -345,9 +345,9 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
 
     from agentdesign.components.testing import FakeChatModel
     from agentdesign.search.cli import _app
-    from agentdesign.search.study import _loop
+    from agentdesign.search.study import _resolve
 
-    monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(_bfcl_or_capital))
+    monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: FakeChatModel(_bfcl_or_capital))
     monkeypatch.setattr(_app, "console", _app.Console(width=200))
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "capitals.jsonl").write_text(

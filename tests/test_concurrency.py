@@ -120,7 +120,7 @@ def test_tasks_at_once_overlap_their_model_calls(
     provider: SlowProvider, capitals: Benchmark, tmp_path: Path
 ) -> None:
     import_litellm()  # its import takes seconds: not part of the timing
-    config = RunConfig(
+    config = RunConfig.of(
         name="overlap",
         benchmark=capitals.reference,
         model=MODEL,

@@ -21,12 +21,12 @@ from agentdesign.archive import Archive
 # (the first two arguments).
 HOSTILE_MODEL_CLI = """import sys
 from agentdesign.components.testing import FakeChatModel
-from agentdesign.search.study import _loop
+from agentdesign.search.study import _resolve
 from agentdesign.search.cli import main
 reply, meta = sys.argv.pop(1), sys.argv.pop(1)
 def answer(model, messages, temperature, seed):
     return meta if messages[0]["content"].startswith("You design LLM agents") else reply
-_loop.default_chat_model = lambda **_: FakeChatModel(answer)
+_resolve.default_chat_model = lambda **_: FakeChatModel(answer)
 sys.argv[0] = "agentdesign"
 main()
 """

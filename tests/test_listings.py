@@ -194,7 +194,7 @@ def test_progress_shows_designs_to_go_eta_best_and_the_holdout(tmp_path: Path) -
             frames.append((_render(self.progress), evaluation))
 
     budget = Budget(max_agents=3)
-    config = RunConfig(name="p", model="fake/model", budget=budget, n_search=3, n_holdout=2)
+    config = RunConfig.of(name="p", model="fake/model", budget=budget, n_search=3, n_holdout=2)
     with Archive(str(tmp_path / "p.db")) as archive:
         with progress:
             run_search(
@@ -246,7 +246,7 @@ def test_progress_says_while_the_meta_agent_writes_and_counts_its_tokens(tmp_pat
             counted.append((self.tokens - before, tokens))
 
     budget = Budget(max_agents=3)
-    config = RunConfig(
+    config = RunConfig.of(
         name="m", model="fake/model", strategy="meta", budget=budget, n_search=3, n_holdout=2
     )
     with Archive(str(tmp_path / "m.db")) as archive:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     CodeWorkflow,
+    Completion,
     LLMCallError,
     Message,
     build_agent,
@@ -69,27 +70,47 @@ def history(*specs: AgentSpec, scores: Sequence[float] = (0.8, 0.3)) -> History:
     )
 
 
+class Run:
+    """The run as these tests' meta agent sees it (a `RunView`): FAILED for any design, no
+    tokens per item, the `front` given; the outcomes it records are kept."""
+
+    def __init__(self, front: Mapping[str, int] | None = None) -> None:
+        self.outcomes: list[MetaOutcome] = []
+        self._front = dict(front or {})
+
+    def failures(self, spec: AgentSpec) -> Sequence[Failure]:
+        return FAILED
+
+    def tokens_per_item(self) -> Mapping[str, float]:
+        return {}
+
+    def front(self) -> Mapping[str, int]:
+        return self._front
+
+    def call_started(self, purpose: str) -> None:
+        pass
+
+    def call_finished(self, completion: Completion, purpose: str, model: str) -> None:
+        pass
+
+    def record(self, outcomes: Sequence[MetaOutcome]) -> None:
+        self.outcomes.extend(outcomes)
+
+
 def meta(
     reply: str | Callable[[Sequence[Message]], str],
     *,
     space: SearchSpace = SPACE,
+    front: Mapping[str, int] | None = None,
     **kwargs: object,
 ) -> tuple[MetaAgent, list[MetaOutcome], FakeChatModel]:
-    outcomes: list[MetaOutcome] = []
-
     def respond(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
         return reply(messages) if callable(reply) else reply
 
     llm = FakeChatModel(respond)
-    agent = MetaAgent(
-        llm=llm,
-        model=MODEL,
-        space=space,
-        failures=lambda spec: FAILED,
-        record=outcomes.extend,
-        **kwargs,  # type: ignore[arg-type]
-    )
-    return agent, outcomes, llm
+    run = Run(front)
+    agent = MetaAgent(llm=llm, model=MODEL, space=space, run=run, **kwargs)  # type: ignore[arg-type]
+    return agent, run.outcomes, llm
 
 
 def first_wins(specs: list[AgentSpec]) -> np.ndarray:
@@ -487,7 +508,7 @@ def test_the_parent_is_drawn_from_the_front() -> None:
     for seed in range(12):
         agent, outcomes, _ = meta(
             json.dumps({"workflow": {"name": "self_consistency", "n_samples": 4}}),
-            front=lambda: {WORSE.spec_hash: 3, BEST.spec_hash: 1},
+            front={WORSE.spec_hash: 3, BEST.spec_hash: 1},
         )
         past = history(BEST, WORSE)
         fitness = {BEST.spec_hash: 0.8, WORSE.spec_hash: 0.3}

@@ -74,7 +74,7 @@ def test_the_plugin_appears_in_every_registry() -> None:
 
 @pytest.mark.usefixtures("plugin")
 def test_the_plugin_runs_in_a_search_on_the_fake_model(tmp_path: Path) -> None:
-    config = RunConfig(
+    config = RunConfig.of(
         name="plugged",
         benchmark="demo_sums",
         model="fake/model",

@@ -380,11 +380,11 @@ class Cli:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
         from agentdesign.search.cli import _app
-        from agentdesign.search.study import _loop
+        from agentdesign.search.study import _resolve
 
         self.monkeypatch, self.capsys, self.main = monkeypatch, capsys, _app.main
         self.timeouts: list[float] = []
-        monkeypatch.setattr(_loop, "default_chat_model", self._model)
+        monkeypatch.setattr(_resolve, "default_chat_model", self._model)
         monkeypatch.setattr(_app, "default_chat_model", self._model)
         monkeypatch.setattr(_app, "console", Console(width=200))
 
@@ -525,7 +525,7 @@ def test_a_reply_with_nul_is_stored_on_postgresql_and_the_run_resumes(
     meets the same replies again, completes it."""
     url = postgres_schema()
     split = make_split(
-        [t.id for t in capitals.tasks()], seed=RunConfig(name="r").split_seed, n_search=2,
+        [t.id for t in capitals.tasks()], seed=RunConfig(name="r").split.seed, n_search=2,
         n_holdout=1,
     )  # fmt: skip
     [holdout_task] = capitals.tasks_by_ids(split.holdout_ids)

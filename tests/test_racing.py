@@ -146,7 +146,7 @@ def test_a_stored_config_without_a_racing_rule_races_by_the_paired_test() -> Non
     del stored["race_rule"]
     assert RunConfig.from_dict(stored).racing() == Racing(rule="paired")
     with pytest.raises(AgentDesignError, match="unknown racing rule"):
-        RunConfig(name="bad", race_rule="hunch")
+        RunConfig.of(name="bad", race_rule="hunch")
 
 
 @pytest.mark.parametrize(("stored_before", "status"), [(True, "pruned"), (False, "complete")])

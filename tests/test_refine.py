@@ -115,7 +115,7 @@ def test_no_failures_no_call_and_a_failed_call_gives_nothing() -> None:
 
 
 def test_only_value_guided_strategies_refine() -> None:
-    space = config("x", "mcts").space()
+    space = config("x", "mcts").search_space()
     with pytest.raises(AgentDesignError, match="value-guided"):
         make_strategy("tpe", space=space, seed=0, refiner=refiner(adds_a_hint))
     with pytest.raises(AgentDesignError, match=r"value-guided strategy \(mcts, evolution, meta\)"):
@@ -168,7 +168,7 @@ def test_a_run_refines_records_the_parent_and_pays_for_the_calls(tmp_path: Path)
 
 
 def test_a_proposal_carries_its_prompts_through_the_trial() -> None:
-    space = config("p", "mcts").space()
+    space = config("p", "mcts").search_space()
     spec = space.sample(np.random.default_rng(3))
     rewritten = spec.set_params(**{"reasoning__instruction": "Think hard. 'Answer: <answer>'"})
 

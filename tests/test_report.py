@@ -60,7 +60,7 @@ def searched_report(factory: pytest.TempPathFactory) -> Path:
     with Archive(str(directory / "report.db")) as archive:
         run_search(
             archive,
-            RunConfig(
+            RunConfig.of(
                 name="full",
                 model="fake/model",
                 strategy="evolution",

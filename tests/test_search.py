@@ -56,7 +56,7 @@ def config(name: str, **overrides: object) -> RunConfig:
         "race": False,  # every design on every search item: these tests count them
     }
     values.update(overrides)
-    return RunConfig(**values)  # type: ignore[arg-type]
+    return RunConfig.of(**values)  # type: ignore[arg-type]
 
 
 @pytest.fixture

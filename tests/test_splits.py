@@ -52,20 +52,20 @@ def config(name: str, **fields: object) -> RunConfig:
         "choices": CHOICES,
         **fields,
     }
-    return RunConfig(name=name, **settings)  # type: ignore[arg-type]
+    return RunConfig.of(name=name, **settings)  # type: ignore[arg-type]
 
 
 def cli(monkeypatch: pytest.MonkeyPatch, folder: Path, command: str) -> str:
     """`agentdesign COMMAND` in this process, on the fake model (a run in the single-call space,
     written to `folder`); its output (exit 0 asserted)."""
-    from agentdesign.search.study import _loop
+    from agentdesign.search.study import _resolve
 
     args = command.split()
     if args[0] == "run":
         space = folder / "single-calls.json"
         space.write_text(json.dumps({"choices": CHOICES}))
         args += ["--space", str(space), "--model", "openai/fake-model"]
-    monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FAKE)
+    monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: FAKE)
     monkeypatch.setattr(_app, "default_chat_model", lambda **_: FAKE)
     monkeypatch.setattr(_app, "console", _app.Console(width=400))
     result = CliRunner().invoke(_app.app, args)
@@ -100,8 +100,8 @@ def test_the_split_seed_is_its_own_setting_stored_and_shown(
     assert (run.search_task_ids, run.holdout_task_ids) == (drawn.search_ids, drawn.holdout_ids)
     assert run.split_seed == run.config["split_seed"] == 5 and run.config["seed"] == 3
     other = RunOptions(seed=4, split_seed=5).config("b")  # another strategy seed, the same split
-    assert (other.seed, other.split_seed) == (4, 5)
-    assert RunOptions(seed=4).config("c").split_seed == 0  # no longer the strategy's seed
+    assert (other.seed, other.split.seed) == (4, 5)
+    assert RunOptions(seed=4).config("c").split.seed == 0  # no longer the strategy's seed
 
 
 def test_an_old_style_run_resumes_with_its_split_and_dev_items(archive_url: str) -> None:
@@ -281,7 +281,7 @@ def test_the_header_says_when_the_budget_never_gets_past_the_start_up(archive: A
         holdout_task_ids=[f"h{i}" for i in range(8)],
     )
     items = RunItems.of(run)
-    space = RunConfig(name="x").space()
+    space = RunConfig.of(name="x").search_space()
     for strategy, budget, says in (
         ("tpe", 4, "this run is a random search"),
         ("tpe", 5, None),
@@ -291,9 +291,9 @@ def test_the_header_says_when_the_budget_never_gets_past_the_start_up(archive: A
         ("random", 1, None),  # random by name: nothing to add
     ):
         made = make_strategy(strategy, space=space, seed=0)
-        configured = RunConfig(name="x", strategy=strategy, budget=Budget(max_agents=budget))
+        configured = RunConfig.of(name="x", strategy=strategy, budget=Budget(max_agents=budget))
         lines = run_header(run, configured, made, items)
         assert lines[0].startswith("split seed 0: 6 search, 8 holdout items")
         assert (lines[1:] and says in lines[1]) if says else lines[1:] == [], (strategy, lines)
-    unbounded = RunConfig(name="x", budget=Budget(max_agents=None, max_tokens=1000))
+    unbounded = RunConfig.of(name="x", budget=Budget(max_agents=None, max_tokens=1000))
     assert len(run_header(run, unbounded, make_strategy("tpe", space=space, seed=0), items)) == 1

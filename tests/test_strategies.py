@@ -83,7 +83,7 @@ def config(name: str, strategy: str, **overrides: object) -> RunConfig:
         "limits": QUICK["limits"],
     }
     values.update(overrides)
-    return RunConfig(**values)  # type: ignore[arg-type]
+    return RunConfig.of(**values)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def test_each_strategy_runs_live_proposes_valid_specs_and_never_repeats(
     assert summary.agents_done == 5
     hashes = [t.user_attrs["spec"] for t in _trials(archive, strategy)]
     assert len(hashes) == len(set(hashes))  # no design evaluated twice
-    space = cfg.space()
+    space = cfg.search_space()
     for row in archive.leaderboard(run_name=strategy):
         agent = archive.get_agent(row.agent_hash)
         assert space.contains(AgentSpec.from_dict(agent.spec))

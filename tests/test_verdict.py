@@ -405,9 +405,9 @@ def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
     from typer.testing import CliRunner
 
     from agentdesign.search.cli import _app
-    from agentdesign.search.study import _loop
+    from agentdesign.search.study import _resolve
 
-    monkeypatch.setattr(_loop, "default_chat_model", lambda **_: FakeChatModel(noisy))
+    monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: FakeChatModel(noisy))
     monkeypatch.setattr(_app, "console", _app.Console(width=400))
     db = str(tmp_path / "default.db")
     ran = CliRunner().invoke(_app.app, ["run", "--model", "openai/fake-model", "--storage", db])

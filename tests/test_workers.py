@@ -58,7 +58,7 @@ class Log(Reporter):
 
 llm = FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3", latency_s=0.05)
 quick = space_from_option("quick")
-config = RunConfig(
+config = RunConfig.of(
     name=name, model="fake/model", strategy="random", budget=Budget(max_agents=4),
     n_search=3, n_holdout=2, confirm_top=2, baselines=[],
     choices=quick.get("choices", {}), limits=quick.get("limits", {}),
@@ -311,7 +311,7 @@ def test_a_worker_whose_database_stays_away_stops_in_one_line_and_resumes(
     from agentdesign.search.study import resume_search, run_worker
 
     direct = make_url(postgres_schema())
-    config = RunConfig(
+    config = RunConfig.of(
         name="away", model="fake/model", strategy="random", budget=Budget(max_agents=2),
         n_search=3, n_holdout=1, baselines=[],
     )  # fmt: skip
@@ -481,7 +481,7 @@ def test_a_worker_held_up_past_its_lease_abandons_the_lost_work_quietly(
             resume_search(archive, "held", budget=Budget(max_agents=1), llm=takeover)
         return answer(model, messages, temperature, seed)
 
-    config = RunConfig(
+    config = RunConfig.of(
         name="held", model="fake/model", strategy="random", budget=Budget(max_agents=3),
         n_search=3, n_holdout=1, baselines=[],
     )  # fmt: skip

@@ -122,8 +122,8 @@ def run_items(benchmark: Benchmark, *, seed: int, n_search: int, n_holdout: int)
     search and holdout items, and the dev items prompt refinement or a meta agent learns from."""
     ids = [t.id for t in benchmark.tasks()]
     split = make_split(ids, seed=seed, n_search=n_search, n_holdout=n_holdout)
-    config = RunConfig(
-        name="excluded",
+    config = RunConfig.of(
+        "excluded",
         benchmark=benchmark.name,
         strategy="mcts",
         n_search=n_search,

@@ -13,7 +13,6 @@ function from chat messages to reply text.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -50,23 +49,20 @@ from agentdesign.search._inputs import (
 )
 from agentdesign.search.strategies import Strategy
 from agentdesign.search.study import (
-    DEFAULT_HEARTBEAT_S,
+    DEFAULTS,
     Budget,
     Engine,
     Reporter,
     RunConfig,
     RunSummary,
     check_searchable,
-    create_run,
     export_design,
-    stored_engine,
 )
 from agentdesign.search.verdict import RunVerdict, run_verdict
 
 __all__ = ["Candidate", "Search", "create_search", "load_search"]
 
 DEFAULT_STORAGE = "agentdesign.db"
-DEFAULT_MODEL = RunConfig(name="defaults").model
 
 
 @dataclass(frozen=True)
@@ -122,7 +118,7 @@ class Search:
         within half a minute (three missed heartbeats); on SQLite it waits as long as it takes.
         """
         self._check_open()
-        self._engine.config = self._config(self._budget_for_one_more())
+        self._engine.set_budget(self._budget_for_one_more())
         work = self._engine.ask()
         if work is None:  # every agent reserved by another worker meanwhile
             raise AgentDesignError(f"run {self.name} has no agent left to reserve; ask again")
@@ -134,7 +130,7 @@ class Search:
         the archive holds, racing it against the best design so far (a design clearly worse is
         stopped early and returned as "pruned"), and tells the study."""
         self._check_open()
-        self._engine.config = self._config(self._budget_for_one_more())
+        self._engine.set_budget(self._budget_for_one_more())
         evaluation = self._engine.score(candidate.trial, candidate.spec)
         if evaluation is None:  # another worker's tokens or time ended the run's budget
             raise AgentDesignError(f"the evaluation of {candidate.spec.spec_hash[:10]} stopped")
@@ -201,14 +197,14 @@ class Search:
         self._check_open()
         totals = self._archive.run_totals(self.name)
         tokens = totals.prompt_tokens + totals.completion_tokens
-        self._engine.config = self._config(
+        self._engine.set_budget(
             Budget(
                 max_agents=None if n_agents is None else totals.n_agents + n_agents,
                 max_tokens=None if max_tokens is None else tokens + max_tokens,
                 max_minutes=None if max_minutes is None else self.run.elapsed_s / 60 + max_minutes,
             )
         )
-        self._engine.reporter = reporter or Reporter()
+        self._engine.set_reporter(reporter or Reporter())
         return self._engine.drive(finalize=finalize)
 
     def finalize(self) -> RunVerdict:
@@ -287,35 +283,37 @@ class Search:
     def _budget_for_one_more(self) -> Budget:
         return Budget(max_agents=self._archive.run_totals(self.name).n_agents + 1)
 
-    def _config(self, budget: Budget) -> RunConfig:
-        return dataclasses.replace(self._engine.config, budget=budget)
-
 
 def create_search(
-    benchmark: BenchmarkInput = "gsm8k",
+    benchmark: BenchmarkInput = DEFAULTS["benchmark"],
     *,
     scorer: Scorer | None = None,
     name: str | None = None,
     storage: str | os.PathLike[str] | Archive = DEFAULT_STORAGE,
-    model: ModelInput = DEFAULT_MODEL,
+    model: ModelInput = DEFAULTS["model"],
     model_name: str | None = None,
-    strategy: str | Strategy = "tpe",
+    strategy: str | Strategy = DEFAULTS["strategy"],
     space: str | Mapping[str, Any] | None = None,
-    n_search: int = 10,
-    n_holdout: int = 10,
-    seed: int = 0,
+    n_search: int = DEFAULTS["n_search"],
+    n_holdout: int = DEFAULTS["n_holdout"],
+    seed: int = DEFAULTS["seed"],
     **options: Any,
 ) -> Search:
     """Starts a new run named `name` (default: `search-<time>`) in `storage` and returns it.
+
+    Its defaults are those of `agentdesign run`, from one table (`agentdesign.search.study.
+    SETTINGS`): 6 search and 8 holdout items, the quick space, a stored budget of 4 agents (which
+    `optimize` replaces with its own).
 
     - `benchmark`: a registered name (`agentdesign benchmarks`), "jsonl:PATH", a `Benchmark`, or
       items such as `[{"question": ..., "answer": ...}]` with `scorer(output, answer) -> [0, 1]`.
     - `model`: any litellm model string; or a `ChatModel`, or a function from chat messages to the
       reply's text, whose results are archived under `python/<model_name>` (default: its name).
     - `strategy`: a name (`agentdesign strategies`) or a `Strategy`, whose space is then the run's.
-    - `space`: a preset ("quick", the default, "full", "tiny") or {"choices": ..., "limits": ...}.
-    - `options`: any other `RunConfig` field, e.g. `race=False`, `objective="score-cost"`,
-      `concurrency=4`, `task_timeout_s=60`, `baselines=[...]`.
+    - `space`: a preset ("quick", the default, "full", "tiny"), a JSON file of its shape, or
+      {"choices": ..., "limits": ...}.
+    - `options`: any other run setting of that table, e.g. `race=False`,
+      `objective="score-cost"`, `concurrency=4`, `task_timeout_s=60`, `baselines=[...]`.
 
     Nothing is written when an argument is refused.
     """
@@ -336,7 +334,7 @@ def create_search(
             )
         narrowing = {**narrowing, "objective": strategy.objective}
     else:
-        narrowing = space_from(space, bench)
+        narrowing = space_from(space)
     for key, value in {"n_search": n_search, "n_holdout": n_holdout, "seed": seed}.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise AgentDesignError(f"{key} must be a whole number, got {value!r}")
@@ -354,17 +352,7 @@ def create_search(
     archive, owned = open_archive(storage, create=True)
     try:
         given = strategy if isinstance(strategy, Strategy) else None
-        create_run(archive, config, llm=llm, benchmark=bench, strategy=given)
-        engine = stored_engine(
-            archive,
-            config.name,
-            None,
-            llm,
-            None,
-            DEFAULT_HEARTBEAT_S,
-            benchmark=bench,
-            strategy=given,
-        )
+        engine = Engine(archive, config, llm=llm, benchmark=bench, strategy=given)
     except BaseException:
         if owned:
             archive.close()
@@ -420,9 +408,7 @@ def load_search(
                 f"pass them again, load_search({name!r}, {', '.join(missing)})"
             )
         assert bench is not None
-        engine = stored_engine(
-            archive, name, None, llm, None, DEFAULT_HEARTBEAT_S, benchmark=bench, strategy=strategy
-        )
+        engine = Engine(archive, config, run=run, llm=llm, benchmark=bench, strategy=strategy)
     except BaseException:
         if owned:
             archive.close()

@@ -9,7 +9,6 @@ makes a new benchmark and never reuses an old result.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import inspect
 import json
@@ -30,11 +29,9 @@ from agentdesign.components import (
 from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task, get_benchmark
 
 # PYTHON_PREFIX, CallableModel, Scorer, items_benchmark
-from agentdesign.search.space import SPACE_PRESETS, space_from_option, unsuited_components
+from agentdesign.search.space import SPACE_PRESETS
 from agentdesign.search.strategies import Strategy
-from agentdesign.search.study import (
-    RunConfig,
-)
+from agentdesign.search.study import SETTINGS, RunConfig
 
 __all__ = [
     "PYTHON_PREFIX",
@@ -283,10 +280,11 @@ def from_python(stored: str) -> bool:
     return stored.startswith(PYTHON_PREFIX)
 
 
-def space_from(space: str | Mapping[str, Any] | None, benchmark: Benchmark) -> Mapping[str, Any]:
-    """The choices and limits a preset name or a mapping narrows the space to."""
+def space_from(space: str | Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The run's space settings: a preset name or JSON file (by default the table's, "quick",
+    which `resolve` narrows to the benchmark), or the choices and limits of a mapping."""
     if space is None or isinstance(space, str):
-        return space_from_option(space or "quick", unsuited=unsuited_components(benchmark))
+        return {"space": space or _SPACE.option_default}
     if not isinstance(space, Mapping) or set(space) - {"choices", "limits"}:
         raise AgentDesignError(
             f"space must be a preset ({', '.join(SPACE_PRESETS)}) or a mapping with 'choices' "
@@ -296,17 +294,25 @@ def space_from(space: str | Mapping[str, Any] | None, benchmark: Benchmark) -> M
 
 
 def run_config_from(fields: Mapping[str, Any], options: Mapping[str, Any]) -> RunConfig:
-    """The run's config from create_search's own arguments and its other `options` (the space
-    is given as `space`, the budget to `optimize`)."""
-    own = {*fields, "budget", "choices", "limits", "grid"}
-    known = sorted({f.name for f in dataclasses.fields(RunConfig)} - own)
+    """The run's config from create_search's own arguments and its other `options`, any setting
+    of the table (`SETTINGS`) but the space (given as `space`) and the budget (to `optimize`)."""
+    own = {*fields, *_NOT_OPTIONS}
+    known = sorted({s.name for s in SETTINGS} - own)
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise AgentDesignError(
             f"create_search takes no option {', '.join(unknown)} here (its other options: "
             f"{', '.join(known)}; the space goes in space=, the budget in optimize())"
         )
-    return RunConfig(**fields, **options)
+    settings = {**fields, **options}
+    return RunConfig.of(settings.pop("name"), **settings)
+
+
+_SPACE = next(s for s in SETTINGS if s.name == "space")
+# Settings create_search takes otherwise than as an option: the space and the budget.
+_NOT_OPTIONS = frozenset(
+    {"space", "choices", "limits", "grid", "budget", "max_agents", "max_tokens", "max_minutes"}
+)
 
 
 def open_archive(

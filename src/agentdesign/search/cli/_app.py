@@ -67,7 +67,6 @@ from agentdesign.search.study import (
     DEFAULT_HEARTBEAT_S,
     MAX_WAIT_S,
     Budget,
-    RunConfig,
     check_seconds,
     check_seed,
     evaluate_agent,
@@ -224,14 +223,16 @@ def resume(
     redoing finished tasks."""
     _allow_unsafe_sandbox(unsafe_sandbox)
     with _open(storage) as archive:
-        stored = RunConfig.from_dict(archive.get_run(name).config)
-        budget = stored.budget
+        budget = None  # the run's own
         if max_agents is not None or max_tokens is not None or max_minutes is not None:
             budget = Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes)
-        llm = None if llm_timeout is None else _chat_model(stored.api_base, llm_timeout)
+        if llm_timeout is not None:
+            check_seconds(llm_timeout, name="--llm-timeout")
         with progress_bars(console) as progress:
             reporter = ProgressReporter(progress, archive, budget)
-            summary = resume_search(archive, name, budget=budget, llm=llm, reporter=reporter)
+            summary = resume_search(
+                archive, name, budget=budget, llm_timeout_s=llm_timeout, reporter=reporter
+            )
         print_summary(console, archive, summary)
 
 

@@ -35,20 +35,21 @@ class ProgressReporter(Reporter):
     an ETA, the current design's items, then the holdout phase with a line per result.
 
     Counts and the best come from the archive (search candidates only, other workers' included),
-    so a resume starts where the run stands and a refiner's development items never count.
+    so a resume starts where the run stands and a refiner's development items never count. The
+    designs to go are `budget`'s, or the run's own budget's (None).
     """
 
     def __init__(
         self,
         progress: Progress,
         archive: Archive,
-        budget: Budget,
+        budget: Budget | None,
         *,
         announce: Callable[[RunRecord], str] | None = None,
     ) -> None:
         self.progress = progress
         self.archive = archive
-        self.budget = budget
+        self.given_budget = budget
         self.announce = announce
         self.tokens = 0
         self.items_run = 0  # by this process: the pace of the ETA
@@ -67,6 +68,7 @@ class ProgressReporter(Reporter):
             self.progress.console.print(self.announce(run))
         self.run = run
         config = RunConfig.from_dict(run.config)
+        self.budget: Budget = self.given_budget or config.budget
         built_in = {b["label"] for b in config.baselines if b.get("spec") is None}
         # cot-sc takes its samples from CoT's cost, so CoT is scored too even when not asked for.
         extra_cot = "cot-sc" in built_in and "cot" not in built_in

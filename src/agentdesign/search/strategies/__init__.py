@@ -18,7 +18,13 @@ from agentdesign.search.strategies._drive import Evaluate, Evaluated, drive
 from agentdesign.search.strategies._evolution import EvolutionStrategy
 from agentdesign.search.strategies._guided import GuidedStrategy
 from agentdesign.search.strategies._mcts import MctsStrategy
-from agentdesign.search.strategies._meta import META_STATUSES, MetaAgent, MetaOutcome, item_front
+from agentdesign.search.strategies._meta import (
+    META_STATUSES,
+    MetaAgent,
+    MetaOutcome,
+    RunView,
+    item_front,
+)
 from agentdesign.search.strategies._meta_search import MetaStrategy
 from agentdesign.search.strategies._optuna import ask_trial, history_from_study, report_items
 from agentdesign.search.strategies._refine import Failure, PromptRefiner, Refinement
@@ -54,6 +60,7 @@ __all__ = [
     "ReadDesign",
     "Refinement",
     "RegisteredStrategy",
+    "RunView",
     "StartUp",
     "Strategy",
     "Trial",

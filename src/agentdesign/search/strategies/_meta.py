@@ -8,8 +8,8 @@ the best design got wrong on the run's development items (never scored items, ne
 Every design the model writes is validated against the run's space (components, parameter
 ranges, snapped onto its grid), its rewritten prompts must keep their output contract and must not
 copy a shown task, it is deduplicated against the run, and the value model screens the valid ones.
-Each outcome, refused ones with their reason, is handed to `record`, so that nothing the meta
-agent does is silently dropped; its calls go to `on_call`, so they count in the run's budget.
+Each outcome, refused ones with their reason, is handed to the run (`RunView.record`), so that
+nothing the meta agent does is silently dropped; its calls too, so they count in the run's budget.
 With `code`, the model may also write a new workflow as a Python function (`CodeWorkflow`),
 which runs in the sandbox.
 """
@@ -20,7 +20,7 @@ import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from agentdesign.search.strategies._base import History, Proposal
 from agentdesign.search.strategies._refine import Failure, clip
 from agentdesign.search.strategies._reply import DesignReader
 
-__all__ = ["META_STATUSES", "MetaAgent", "MetaOutcome", "item_front"]
+__all__ = ["META_STATUSES", "MetaAgent", "MetaOutcome", "RunView", "item_front"]
 
 # What became of a design the meta agent wrote: evaluated ("accepted"), valid but another one of
 # the same reply screened better ("screened"), refused ("invalid", "duplicate"), or no reply
@@ -91,6 +91,35 @@ class MetaOutcome:
     completion_tokens: int = 0
 
 
+class RunView(Protocol):
+    """What the meta agent reads of the run it designs for, and what it tells the run; the run
+    engine implements it (a prompt refiner takes `failures` and the calls too)."""
+
+    def failures(self, spec: AgentSpec) -> Sequence[Failure]:
+        """Tasks `spec` got wrong on the run's development items (none without them)."""
+        ...
+
+    def tokens_per_item(self) -> Mapping[str, float]:
+        """The run's fully scored designs' tokens per item, by hash."""
+        ...
+
+    def front(self) -> Mapping[str, int]:
+        """The per-item Pareto front (`item_front`) of the run's fully scored designs."""
+        ...
+
+    def call_started(self, purpose: str) -> None:
+        """A model call of the search itself ("meta", "refinement") starts."""
+        ...
+
+    def call_finished(self, completion: Completion, purpose: str, model: str) -> None:
+        """That call returned `completion`, from `model`: the run records its cost."""
+        ...
+
+    def record(self, outcomes: Sequence[MetaOutcome]) -> None:
+        """The outcomes of one meta agent call, each design with what became of it."""
+        ...
+
+
 @dataclass(frozen=True)
 class _Shown:
     """A design as the meta agent sees it."""
@@ -106,11 +135,11 @@ class MetaAgent:
 
     `n_view` is how many of the run's best designs the model sees (0: none, and no failures
     either: it designs from the catalogue alone); half as many weaker ones are shown for contrast.
-    `failures(spec)` gives tasks `spec` got wrong on development items; `tokens_per_item()` the
-    run's designs' tokens per item by hash; `front()` the per-item Pareto front (each design best
-    on at least one search item, with how many), from which the parent is drawn as GEPA does;
-    `on_start` is called before each call, `on_call` receives each completion (the run records its
-    cost) and `record` the outcomes of each call.
+    `run` (see `RunView`) gives tasks a design got wrong on development items, the run's designs'
+    tokens per item, and the per-item Pareto front (each design best on at least one search item,
+    with how many), from which the parent is drawn as GEPA does; it is told of each call (the run
+    records its cost) and receives the outcomes of each. Without it the meta agent designs from
+    what the history holds alone, and records nothing.
     A strategy holding it makes every `every`-th proposal a meta proposal.
     """
 
@@ -120,12 +149,7 @@ class MetaAgent:
         llm: ChatModel,
         model: str,
         space: SearchSpace,
-        failures: Callable[[AgentSpec], Sequence[Failure]] | None = None,
-        tokens_per_item: Callable[[], Mapping[str, float]] | None = None,
-        front: Callable[[], Mapping[str, int]] | None = None,
-        on_call: Callable[[Completion], None] | None = None,
-        on_start: Callable[[], None] | None = None,
-        record: Callable[[Sequence[MetaOutcome]], None] | None = None,
+        run: RunView | None = None,
         every: int = 1,
         n_view: int = 4,
         n_designs: int = 3,
@@ -148,12 +172,7 @@ class MetaAgent:
         self.llm = llm
         self.model = model
         self.space = space
-        self.failures = failures
-        self.tokens_per_item = tokens_per_item
-        self.front = front
-        self.on_call = on_call
-        self.on_start = on_start
-        self.record = record
+        self.run = run
         self.every = every
         self.n_view = n_view
         self.n_designs = n_designs
@@ -180,8 +199,8 @@ class MetaAgent:
         failed = self._failures_of(parent)
         prompt = self._prompt(history.description, shown, failed)
         parents = (parent.spec_hash,) if parent is not None else ()
-        if self.on_start is not None:
-            self.on_start()
+        if self.run is not None:
+            self.run.call_started("meta")
         try:
             completion = self.llm.complete(
                 model=self.model,
@@ -198,8 +217,8 @@ class MetaAgent:
                 [MetaOutcome("meta", parents, prompt, "", "failed", f"call failed: {exc}")]
             )
             return None
-        if self.on_call is not None:
-            self.on_call(completion)
+        if self.run is not None:
+            self.run.call_finished(completion, "meta", self.model)
         outcomes = self._judge(completion.text, parent, failed, history, parents, prompt)
         valid = [i for i, o in enumerate(outcomes) if o.status == "accepted"]
         chosen = None
@@ -235,8 +254,8 @@ class MetaAgent:
         return Proposal(spec=spec, parents=parents, operator=outcomes[chosen].operator)
 
     def _record(self, outcomes: Sequence[MetaOutcome]) -> None:
-        if self.record is not None:
-            self.record(outcomes)
+        if self.run is not None:
+            self.run.record(outcomes)
 
     # -- the view --
 
@@ -249,7 +268,7 @@ class MetaAgent:
         if not self.n_view:
             return []
         ranked = sorted(history.complete, key=lambda o: -fitness.get(o.spec.spec_hash, 0.0))
-        wins = dict(self.front()) if self.front is not None else {}
+        wins = dict(self.run.front()) if self.run is not None else {}
         on_front = [o for o in ranked if wins.get(o.spec.spec_hash, 0) > 0]
         if on_front:
             odds = np.array([wins[o.spec.spec_hash] for o in on_front], dtype=float)
@@ -259,7 +278,7 @@ class MetaAgent:
         n_contrast = min(len(rest), max(1, self.n_view // 2))
         drawn = sorted(rng.choice(len(rest), size=n_contrast, replace=False)) if rest else []
         chosen = ranked[: self.n_view] + [rest[int(i)] for i in drawn]
-        tokens = self.tokens_per_item() if self.tokens_per_item is not None else {}
+        tokens = self.run.tokens_per_item() if self.run is not None else {}
         return [
             _Shown(
                 spec=o.spec,
@@ -271,9 +290,9 @@ class MetaAgent:
         ]
 
     def _failures_of(self, parent: AgentSpec | None) -> list[Failure]:
-        if parent is None or self.failures is None:
+        if parent is None or self.run is None:
             return []
-        return list(self.failures(parent))[: self.n_failures]
+        return list(self.run.failures(parent))[: self.n_failures]
 
     def _system(self) -> str:
         return _SYSTEM.format(n=self.n_designs, code=_CODE_HELP if self.code else "")

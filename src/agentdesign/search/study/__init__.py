@@ -7,29 +7,35 @@ from agentdesign.search.study._config import (
     MAX_SEED,
     MAX_WAIT_S,
     Budget,
+    MetaSettings,
+    RaceSettings,
     RunConfig,
+    SpaceSettings,
+    SplitSettings,
     check_seconds,
     check_seed,
     default_baselines,
     dev_task_ids,
 )
+from agentdesign.search.study._context import RunContext
 from agentdesign.search.study._evaluation import evaluate_agent
 from agentdesign.search.study._export import export_design, export_evidence
 from agentdesign.search.study._holdout import HoldoutConfirmation
 from agentdesign.search.study._loop import Engine, study_name
 from agentdesign.search.study._operators import ModelOperators
-from agentdesign.search.study._part import SearchPart
 from agentdesign.search.study._prior import labelled_from_archive
 from agentdesign.search.study._reporting import Reporter, RunSummary
+from agentdesign.search.study._resolve import ResolvedRun, resolve, store_run
 from agentdesign.search.study._runs import (
     check_searchable,
-    create_run,
     finalize_run,
     resume_search,
     run_search,
     run_worker,
     stored_engine,
 )
+from agentdesign.search.study._scoring import RunScoring
+from agentdesign.search.study._settings import DEFAULTS, SETTINGS, Setting
 from agentdesign.search.study._splits import (
     RunItems,
     check_split,
@@ -48,25 +54,33 @@ from agentdesign.search.study._workers import (
 )
 
 __all__ = [
+    "DEFAULTS",
     "DEFAULT_HEARTBEAT_S",
     "GRACE_BEATS",
     "MAX_SEED",
     "MAX_WAIT_S",
+    "SETTINGS",
     "Budget",
     "Engine",
     "HoldoutConfirmation",
+    "MetaSettings",
     "ModelOperators",
+    "RaceSettings",
     "Reporter",
+    "ResolvedRun",
     "RunConfig",
+    "RunContext",
     "RunItems",
+    "RunScoring",
     "RunSummary",
-    "SearchPart",
+    "Setting",
+    "SpaceSettings",
+    "SplitSettings",
     "WorkerTrials",
     "check_searchable",
     "check_seconds",
     "check_seed",
     "check_split",
-    "create_run",
     "default_baselines",
     "dev_items",
     "dev_task_ids",
@@ -79,10 +93,12 @@ __all__ = [
     "holdout_looker",
     "holdout_reuse",
     "labelled_from_archive",
+    "resolve",
     "resume_search",
     "run_header",
     "run_search",
     "run_worker",
+    "store_run",
     "stored_engine",
     "study_name",
     "trial_storage",

@@ -1,5 +1,10 @@
 """A run's definition: its budget and everything else stored with it, so that a resume, a worker
 joining it or an export rebuilds the same run, and the items that definition draws beyond its split.
+
+The Python object nests its settings by concept (budget, split, racing, meta agent, space,
+baselines); what a run stores is flat, one key per setting of the table in `_settings`, as every
+archive stored it before, so that `RunConfig.from_dict` reads them all. Every setting is checked
+here, whoever gives it (the command line, `create_search`, a stored run).
 """
 
 from __future__ import annotations
@@ -7,20 +12,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, REGISTRY, AgentDesignError
+from agentdesign.components import REGISTRY, AgentDesignError
 from agentdesign.evaluators import Benchmark, check_concurrency, make_split
 from agentdesign.search.racing import Racing
 from agentdesign.search.space import SearchSpace
 from agentdesign.search.strategies import check_refinable
-from agentdesign.search.verdict import BASELINES
+from agentdesign.search.study._settings import DEFAULTS, SETTINGS
 
 __all__ = [
     "MAX_SEED",
     "MAX_WAIT_S",
     "Budget",
+    "MetaSettings",
+    "RaceSettings",
     "RunConfig",
+    "SpaceSettings",
+    "SplitSettings",
     "check_seconds",
     "check_seed",
     "default_baselines",
@@ -65,9 +74,9 @@ def _check_numbers(values: Mapping[str, Any], *, what: str) -> None:
 class Budget:
     """When a run stops: after this many agents, tokens or minutes, whichever comes first."""
 
-    max_agents: int | None = 8
-    max_tokens: int | None = None
-    max_minutes: float | None = None
+    max_agents: int | None = DEFAULTS["max_agents"]
+    max_tokens: int | None = DEFAULTS["max_tokens"]
+    max_minutes: float | None = DEFAULTS["max_minutes"]
 
     def __post_init__(self) -> None:
         _check_numbers(asdict(self), what="budget ")
@@ -82,78 +91,122 @@ class Budget:
 
 def default_baselines() -> list[dict[str, Any]]:
     """The built-in baselines (BASELINES) as a run stores them."""
-    return [{"label": name, "spec": None} for name in BASELINES]
+    return [dict(baseline) for baseline in DEFAULTS["baselines"]]
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """The items a run draws from its benchmark's pool, with a `seed` of their own apart from the
+    strategy's (runs stored before it was kept their strategy seed as it): `n_search` that every
+    design is scored on, `n_holdout` unseen ones that confirm the winners. A split whose items
+    another run on the same benchmark in the archive uses the other way round is refused unless
+    `allow_overlap` (see `check_split`)."""
+
+    n_search: int = DEFAULTS["n_search"]
+    n_holdout: int = DEFAULTS["n_holdout"]
+    seed: int = DEFAULTS["split_seed"]
+    allow_overlap: bool = DEFAULTS["allow_split_overlap"]
+
+
+@dataclass(frozen=True)
+class RaceSettings:
+    """Racing (see `Racing`): a design is dropped at a stage where it is clearly worse than the
+    incumbent, a design as good dropped with probability `alpha` at most. Runs stored before
+    racing race not; those stored before its rules race by the rule they began with, "paired"."""
+
+    enabled: bool = DEFAULTS["race"]
+    alpha: float = DEFAULTS["race_alpha"]
+    first_stage: int = DEFAULTS["race_first_stage"]
+    rule: str = DEFAULTS["race_rule"]
+
+
+@dataclass(frozen=True)
+class MetaSettings:
+    """The meta agent (see `MetaAgent`): every `every`-th proposal of a value-guided strategy is
+    written by a model (0: never; the "meta" strategy: every one); `model` is any litellm model
+    (the run's by default), `view` how many designs of the run it sees, `code` whether it may
+    write workflows as code (the "code" workflow then joins the space)."""
+
+    every: int = DEFAULTS["meta_every"]
+    model: str | None = DEFAULTS["meta_model"]
+    view: int = DEFAULTS["meta_view"]
+    code: bool = DEFAULTS["meta_code"]
+
+
+@dataclass(frozen=True)
+class SpaceSettings:
+    """The design space: a `preset` (or a JSON file of its shape), which `resolve` narrows to the
+    run's benchmark and turns into choices and limits, or the `choices` and `limits` themselves
+    (none: the whole space). Token caps, sample counts and temperatures are searched on a coarse
+    `grid` (see SearchSpace), so two designs never differ only by noise; runs stored before the
+    grid keep their space."""
+
+    preset: str | None = None
+    choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    grid: bool = DEFAULTS["grid"]
+
+    def __post_init__(self) -> None:
+        # as a stored run reads back: so a config and its stored form are equal
+        object.__setattr__(self, "choices", {k: tuple(v) for k, v in self.choices.items()})
+        limits = {k: cast(tuple[float, float], tuple(v)) for k, v in self.limits.items()}
+        object.__setattr__(self, "limits", limits)
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that defines a run; stored with it so `resume` rebuilds the same run."""
+    """Everything that defines a run; stored with it so `resume` rebuilds the same run.
+
+    Made with its sections, or from the flat settings of the table in `_settings` (`of`), as the
+    command line and `create_search` give them and a run stores them (`to_dict`, `from_dict`).
+    """
 
     name: str
-    benchmark: str = "gsm8k"
-    model: str = "embedded/qwen2.5-coder-1.5b"
-    strategy: str = "tpe"
-    objective: str = "score"  # or "score-cost": tokens per item, minimized, as a second objective
-    # Racing (see Racing): a design is dropped at a stage where it is clearly worse than the
-    # incumbent, a design as good dropped with probability race_alpha at most; runs stored before
-    # racing race not, those stored before `race_rule` race by the rule they began with, "paired".
-    race: bool = True
-    race_alpha: float = 0.1
-    race_first_stage: int = 4
-    race_rule: str = "bounds"
+    benchmark: str = DEFAULTS["benchmark"]
+    model: str = DEFAULTS["model"]
+    strategy: str = DEFAULTS["strategy"]
+    objective: str = DEFAULTS["objective"]  # or "score-cost": tokens per item, minimized too
+    seed: int = DEFAULTS["seed"]  # the strategy's
     budget: Budget = field(default_factory=Budget)
-    n_search: int = 10
-    n_holdout: int = 10
-    # The split's own seed, apart from the strategy's `seed`: runs stored before it was kept
-    # their split seed (their seed), and keep it. A split whose items another run on the same
-    # benchmark in the archive uses the other way round is refused unless allowed (`_splits`).
-    split_seed: int = 0
-    allow_split_overlap: bool = False
-    seed: int = 0
-    concurrency: int = 1
-    task_timeout_s: float | None = None  # a task still running then scores 0 as a "timeout"
-    refine_every: int = 0  # mcts/evolution: every n-th proposal rewrites a prompt (0: never)
-    # The meta agent (see MetaAgent): every n-th proposal of a value-guided strategy is written by
-    # a model (0: never; the "meta" strategy: every one); `meta_model` is any litellm model (the
-    # run's by default), `meta_view` how many designs of the run it sees, `meta_code` whether it
-    # may write workflows as code (the "code" workflow then joins the space).
-    meta_every: int = 0
-    meta_model: str | None = None
-    meta_view: int = 4
-    meta_code: bool = False
-    # Designs scored on the holdout at the end: the recorded winner first, any more only as
-    # "exploratory" results that can never replace it.
-    confirm_top: int = 1
-    api_base: str | None = None
-    llm_timeout_s: float = DEFAULT_LLM_TIMEOUT_S  # a model call still unanswered then is retried
-    choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    split: SplitSettings = field(default_factory=SplitSettings)
+    race: RaceSettings = field(default_factory=RaceSettings)
+    meta: MetaSettings = field(default_factory=MetaSettings)
+    space: SpaceSettings = field(default_factory=SpaceSettings)
     # Hand-designed agents scored on the same holdout items as the winner, for the paired verdict:
     # {"label": name, "spec": None} for a built-in one (BASELINES), {"label", "spec": dict} else.
-    baselines: Sequence[Mapping[str, Any]] = field(default_factory=lambda: default_baselines())
-    # Token caps, sample counts and temperatures are searched on a coarse grid (see SearchSpace),
-    # so two designs never differ only by noise; runs stored before the grid keep their space.
-    grid: bool = True
+    baselines: Sequence[Mapping[str, Any]] = field(default_factory=default_baselines)
+    concurrency: int = DEFAULTS["concurrency"]
+    task_timeout_s: float | None = DEFAULTS["task_timeout_s"]  # a task still running then scores 0
+    refine_every: int = DEFAULTS["refine_every"]  # mcts/evolution: every n-th proposal rewrites a
+    # prompt (0: never)
+    # Designs scored on the holdout at the end: the recorded winner first, any more only as
+    # "exploratory" results that can never replace it.
+    confirm_top: int = DEFAULTS["confirm_top"]
+    api_base: str | None = DEFAULTS["api_base"]
+    llm_timeout_s: float = DEFAULTS["llm_timeout_s"]  # a model call still unanswered is retried
 
     def __post_init__(self) -> None:
         """Refuses every bad setting, so that a run is never written that cannot start."""
+        object.__setattr__(self, "baselines", tuple(dict(b) for b in self.baselines))
         check_seed(self.seed)
-        check_seed(self.split_seed, name="split_seed")
+        check_seed(self.split.seed, name="split_seed")
         if self.task_timeout_s is not None:
             check_seconds(self.task_timeout_s, name="task timeout")
         check_seconds(self.llm_timeout_s, name="LLM timeout")
-        _check_numbers(vars(self), what="")
+        _check_numbers({k: v for k, v in self.to_dict().items() if k != "budget"}, what="")
         if self.refine_every < 0:
             raise AgentDesignError(f"refine_every must not be negative, got {self.refine_every}")
         if self.refine_every:
             check_refinable(self.strategy)
-        for setting in ("meta_every", "meta_view"):
-            if getattr(self, setting) < 0:
-                raise AgentDesignError(
-                    f"{setting} must not be negative, got {getattr(self, setting)}"
-                )
-        if self.meta_every or self.meta_code or self.meta_model:
+        for setting, value in (("meta_every", self.meta.every), ("meta_view", self.meta.view)):
+            if value < 0:
+                raise AgentDesignError(f"{setting} must not be negative, got {value}")
+        if self.meta.every or self.meta.code or self.meta.model:
             check_refinable(self.strategy, what="the meta agent")
+        if self.confirm_top < 0:
+            raise AgentDesignError(f"confirm_top must not be negative, got {self.confirm_top}")
+        if self.space.preset is not None and (self.space.choices or self.space.limits):
+            raise AgentDesignError("give a space preset or its choices and limits, not both")
         check_concurrency(self.concurrency)
         self.racing()  # refuses bad racing settings before anything is written
 
@@ -161,31 +214,134 @@ class RunConfig:
     def meta_period(self) -> int:
         """Every how many proposals the meta agent writes one (0: never); the "meta" strategy
         asks it for each, unless told otherwise."""
-        return self.meta_every or (1 if self.strategy == "meta" else 0)
+        return self.meta.every or (1 if self.strategy == "meta" else 0)
 
     def racing(self) -> Racing | None:
-        if not self.race:
+        if not self.race.enabled:
             return None
-        return Racing(alpha=self.race_alpha, first_stage=self.race_first_stage, rule=self.race_rule)
+        return Racing(alpha=self.race.alpha, first_stage=self.race.first_stage, rule=self.race.rule)
 
-    def space(self) -> SearchSpace:
-        choices = dict(self.choices)
-        if self.meta_code:  # the meta agent's workflows written as code join the space
+    def search_space(self) -> SearchSpace:
+        """The space the run searches (before `resolve` narrows it to an interactive benchmark's
+        episode workflows); a preset must be resolved into choices and limits first."""
+        if self.space.preset is not None:
+            raise AgentDesignError(
+                f"the space {self.space.preset!r} is narrowed to the run's benchmark when the "
+                "run is resolved (see resolve)"
+            )
+        choices = dict(self.space.choices)
+        if self.meta.code:  # the meta agent's workflows written as code join the space
             workflows = choices.get("workflow") or REGISTRY.names("workflow", opt_in=False)
             choices["workflow"] = tuple(dict.fromkeys((*workflows, "code")))
-        return SearchSpace(model=self.model, choices=choices, limits=self.limits, grid=self.grid)
+        return SearchSpace(
+            model=self.model, choices=choices, limits=self.space.limits, grid=self.space.grid
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["choices"] = {k: list(v) for k, v in self.choices.items()}
-        data["limits"] = {k: list(v) for k, v in self.limits.items()}
+        """The flat form a run stores, one key per setting, in the order archives always had."""
+        data: dict[str, Any] = {
+            "name": self.name,
+            "benchmark": self.benchmark,
+            "model": self.model,
+            "strategy": self.strategy,
+            "objective": self.objective,
+            "race": self.race.enabled,
+            "race_alpha": self.race.alpha,
+            "race_first_stage": self.race.first_stage,
+            "race_rule": self.race.rule,
+            "budget": asdict(self.budget),
+            "n_search": self.split.n_search,
+            "n_holdout": self.split.n_holdout,
+            "split_seed": self.split.seed,
+            "allow_split_overlap": self.split.allow_overlap,
+            "seed": self.seed,
+            "concurrency": self.concurrency,
+            "task_timeout_s": self.task_timeout_s,
+            "refine_every": self.refine_every,
+            "meta_every": self.meta.every,
+            "meta_model": self.meta.model,
+            "meta_view": self.meta.view,
+            "meta_code": self.meta.code,
+            "confirm_top": self.confirm_top,
+            "api_base": self.api_base,
+            "llm_timeout_s": self.llm_timeout_s,
+        }
+        if self.space.preset is not None:  # never stored: `resolve` narrows it first
+            data["space"] = self.space.preset
+        data["choices"] = {k: list(v) for k, v in self.space.choices.items()}
+        data["limits"] = {k: list(v) for k, v in self.space.limits.items()}
         data["baselines"] = [dict(b) for b in self.baselines]
+        data["grid"] = self.space.grid
         return data
 
     @classmethod
+    def of(cls, name: str, **settings: Any) -> RunConfig:
+        """Run `name`'s config from flat settings: those of the table (`SETTINGS`), by name, and
+        `budget` (a `Budget` or its fields), `choices` and `limits`; the table's defaults for any
+        not given."""
+        known = {s.name for s in SETTINGS} | _SECTIONS
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise AgentDesignError(
+                f"no run setting {', '.join(unknown)} (the settings: {', '.join(sorted(known))})"
+            )
+        given = settings.get("budget")
+        if given is not None and _BUDGET_FIELDS & set(settings):
+            raise AgentDesignError("give a budget or max_agents, max_tokens, max_minutes, not both")
+        value = {**DEFAULTS, **settings}
+        if isinstance(given, Budget):
+            budget = given
+        elif given is not None:
+            budget = Budget(**given)
+        else:
+            budget = Budget(**{k: value[k] for k in sorted(_BUDGET_FIELDS)})
+        return cls(
+            name=name,
+            benchmark=value["benchmark"],
+            model=value["model"],
+            strategy=value["strategy"],
+            objective=value["objective"],
+            seed=value["seed"],
+            budget=budget,
+            split=SplitSettings(
+                n_search=value["n_search"],
+                n_holdout=value["n_holdout"],
+                seed=value["split_seed"],
+                allow_overlap=value["allow_split_overlap"],
+            ),
+            race=RaceSettings(
+                enabled=value["race"],
+                alpha=value["race_alpha"],
+                first_stage=value["race_first_stage"],
+                rule=value["race_rule"],
+            ),
+            meta=MetaSettings(
+                every=value["meta_every"],
+                model=value["meta_model"],
+                view=value["meta_view"],
+                code=value["meta_code"],
+            ),
+            space=SpaceSettings(
+                preset=value["space"],
+                choices=value.get("choices") or {},
+                limits=value.get("limits") or {},
+                grid=value["grid"],
+            ),
+            baselines=value["baselines"],
+            concurrency=value["concurrency"],
+            task_timeout_s=value["task_timeout_s"],
+            refine_every=value["refine_every"],
+            confirm_top=value["confirm_top"],
+            api_base=value["api_base"],
+            llm_timeout_s=value["llm_timeout_s"],
+        )
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """A config as any archive stored it (`to_dict`), the oldest too."""
         # Stored before the grid and racing: searched without them (a stored `prune` now races);
-        # stored before the racing rules: raced, and resumed, by the paired test.
+        # stored before the racing rules: raced, and resumed, by the paired test. A setting
+        # stored before it existed takes the table's default, as it did then.
         fields = {
             "grid": False,
             "race": bool(data.get("prune", False)),
@@ -193,22 +349,25 @@ class RunConfig:
             **data,
         }
         fields.pop("prune", None)
-        fields["budget"] = Budget(**fields["budget"])
-        fields["limits"] = {k: (v[0], v[1]) for k, v in fields.get("limits", {}).items()}
-        return cls(**fields)
+        return cls.of(fields.pop("name"), **fields)
+
+
+_SECTIONS = frozenset({"budget", "choices", "limits"})  # given to `of` beside the table's
+_BUDGET_FIELDS = frozenset({"max_agents", "max_tokens", "max_minutes"})
 
 
 def dev_task_ids(benchmark: Benchmark, config: RunConfig) -> tuple[str, ...]:
     """The items a prompt refiner or the meta agent learns failures from: a third of the search
     items' count (at least 2), drawn after the search and holdout items in the run's seeded order,
     so they are neither; none without refinement or a meta agent."""
-    if not (config.refine_every or (config.meta_period and config.meta_view)):
+    if not (config.refine_every or (config.meta_period and config.meta.view)):
         return ()
-    n_dev = max(2, config.n_search // 3)
+    split = config.split
+    n_dev = max(2, split.n_search // 3)
     drawn = make_split(
         [t.id for t in benchmark.tasks()],
-        seed=config.split_seed,
-        n_search=config.n_search,
-        n_holdout=config.n_holdout + n_dev,
+        seed=split.seed,
+        n_search=split.n_search,
+        n_holdout=split.n_holdout + n_dev,
     )
-    return drawn.holdout_ids[config.n_holdout :]
+    return drawn.holdout_ids[split.n_holdout :]

@@ -7,37 +7,39 @@ from __future__ import annotations
 
 from agentdesign.archive import ArchiveError, EvaluationRecord
 from agentdesign.components import AgentSpec
-from agentdesign.evaluators import InteractiveBenchmark, Task
-from agentdesign.search.study._part import SearchPart
+from agentdesign.evaluators import InteractiveBenchmark
+from agentdesign.search.study._context import RunContext
+from agentdesign.search.study._scoring import RunScoring
 from agentdesign.search.verdict import cot_baseline, cot_sc_baseline
 
 __all__ = ["HoldoutConfirmation"]
 
 
-class HoldoutConfirmation(SearchPart):
-    """The search's holdout steps, as a part of it (`_loop.Engine`), which evaluates for them."""
+class HoldoutConfirmation:
+    """The run's holdout steps, scored through the run's scoring (`RunScoring`)."""
 
-    holdout_tasks: tuple[Task, ...]
+    def __init__(self, context: RunContext, scoring: RunScoring) -> None:
+        self.context = context
+        self.scoring = scoring
 
-    def _confirm_on_holdout(self) -> tuple[EvaluationRecord, ...]:
+    def confirm(self, top: int) -> tuple[EvaluationRecord, ...]:
         """Records the winner, chosen on search scores alone, then scores it, the baselines and
-        any exploratory designs on the untouched holdout split, in that order."""
-        if not self.holdout_tasks or self.config.confirm_top < 1:
+        the next `top - 1` designs as exploratory ones on the untouched holdout split, in that
+        order (nothing when `top` is 0)."""
+        ctx = self.context
+        if not ctx.holdout_tasks or top < 1:
             return ()
         winner = self._record_winner()
         if winner is None:
             return ()
-        confirmed = self._evaluate(winner, self.holdout_tasks, "holdout", None, role="winner")
+        confirmed = self._evaluate(winner, role="winner")
         if confirmed is None:
             return ()
         scored = [confirmed, *self._score_baselines(winner, confirmed)]
-        top = self.archive.leaderboard(run_name=self.run.name, limit=self.config.confirm_top)
-        for row in top:
+        for row in ctx.archive.leaderboard(run_name=ctx.run.name, limit=top):
             if row.agent_hash != winner.spec_hash:
                 spec = AgentSpec.from_dict(row.spec)
-                evaluation = self._evaluate(
-                    spec, self.holdout_tasks, "holdout", None, role="exploratory"
-                )
+                evaluation = self._evaluate(spec, role="exploratory")
                 if evaluation is not None:
                     scored.append(evaluation)
         return tuple(scored)
@@ -45,27 +47,29 @@ class HoldoutConfirmation(SearchPart):
     def _record_winner(self) -> AgentSpec | None:
         """The run's winner: the best complete search evaluation, recorded in the archive before
         any holdout task runs, or the one recorded already (a winner is never replaced)."""
-        if self.run.winner_hash is None:
-            top = self.archive.leaderboard(run_name=self.run.name, limit=1)
+        ctx = self.context
+        if ctx.run.winner_hash is None:
+            top = ctx.archive.leaderboard(run_name=ctx.run.name, limit=1)
             if not top:
                 return None
             try:
-                self.run = self.archive.record_winner(self.run.name, top[0].agent_hash)
+                ctx.run = ctx.archive.record_winner(ctx.run.name, top[0].agent_hash)
             except ArchiveError:  # another worker recorded its winner first: that one stands
-                self.run = self.archive.get_run(self.run.name)
-        assert self.run.winner_hash is not None
-        return AgentSpec.from_dict(self.archive.get_agent(self.run.winner_hash).spec)
+                ctx.run = ctx.archive.get_run(ctx.run.name)
+        assert ctx.run.winner_hash is not None
+        return AgentSpec.from_dict(ctx.archive.get_agent(ctx.run.winner_hash).spec)
 
     def _score_baselines(
         self, winner: AgentSpec, confirmed: EvaluationRecord
     ) -> list[EvaluationRecord]:
         """Scores the run's baselines on the winner's holdout items; CoT first, since CoT-SC takes
         as many samples as the winner's tokens per item buy at CoT's."""
-        interactive = isinstance(self.benchmark, InteractiveBenchmark)
-        cot = cot_baseline(self.config.model, interactive=interactive)
+        config = self.context.config
+        interactive = isinstance(self.context.benchmark, InteractiveBenchmark)
+        cot = cot_baseline(config.model, interactive=interactive)
         cot_evaluation: EvaluationRecord | None = None
         scored = []
-        for baseline in sorted(self.config.baselines, key=lambda b: b["label"] != "cot"):
+        for baseline in sorted(config.baselines, key=lambda b: b["label"] != "cot"):
             if baseline.get("spec") is not None:
                 spec = AgentSpec.from_dict(baseline["spec"])
             elif baseline["label"] == "cot":
@@ -73,13 +77,11 @@ class HoldoutConfirmation(SearchPart):
             elif interactive:  # self-consistency cannot play an environment's episodes
                 continue
             else:
-                cot_evaluation = cot_evaluation or self._evaluate(
-                    cot, self.holdout_tasks, "holdout", None, role="baseline"
-                )
+                cot_evaluation = cot_evaluation or self._evaluate(cot, role="baseline")
                 if cot_evaluation is None:
                     continue
                 matched = cot_sc_baseline(
-                    self.config.model,
+                    config.model,
                     winner_tokens=confirmed.tokens_per_item,
                     cot_tokens=cot_evaluation.tokens_per_item,
                 )
@@ -88,9 +90,12 @@ class HoldoutConfirmation(SearchPart):
                 spec = matched
             if spec.spec_hash == winner.spec_hash:
                 continue  # the winner is this baseline: no comparison to make
-            evaluation = self._evaluate(spec, self.holdout_tasks, "holdout", None, role="baseline")
+            evaluation = self._evaluate(spec, role="baseline")
             if evaluation is not None:
                 scored.append(evaluation)
                 if spec.spec_hash == cot.spec_hash:
                     cot_evaluation = evaluation
         return scored
+
+    def _evaluate(self, spec: AgentSpec, *, role: str) -> EvaluationRecord | None:
+        return self.scoring.evaluate(spec, self.context.holdout_tasks, "holdout", None, role=role)

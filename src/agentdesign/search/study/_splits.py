@@ -18,7 +18,7 @@ from agentdesign.archive import Archive, EvaluationRecord, RunRecord
 from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import Benchmark, BenchmarkError, get_benchmark, make_split
 from agentdesign.search.strategies import Strategy
-from agentdesign.search.study._config import RunConfig, dev_task_ids
+from agentdesign.search.study._config import Budget, RunConfig, dev_task_ids
 
 __all__ = [
     "RunItems",
@@ -62,9 +62,9 @@ def draw_items(benchmark: Benchmark, config: RunConfig) -> RunItems:
     """The items `config` draws from the benchmark's pool with its split seed."""
     split = make_split(
         [t.id for t in benchmark.tasks()],
-        seed=config.split_seed,
-        n_search=config.n_search,
-        n_holdout=config.n_holdout,
+        seed=config.split.seed,
+        n_search=config.split.n_search,
+        n_holdout=config.split.n_holdout,
     )
     items = RunItems(split.search_ids, split.holdout_ids, dev_task_ids(benchmark, config))
     _check_disjoint(items)
@@ -94,11 +94,11 @@ def check_split(
 ) -> None:
     """Refuses a new run whose search sees another run's holdout items, or whose holdout holds
     items another run's search saw, on the same benchmark in this archive (unless
-    `config.allow_split_overlap`): either way one of the two holdouts is no longer unseen. Runs
+    `config.split.allow_overlap`): either way one of the two holdouts is no longer unseen. Runs
     that share a split exactly collide in nothing; their shared holdout's looks are counted. A
     run of the same name is no other run: the archive refuses the name itself, and a worker that
     lost the race to start the run joins it."""
-    if config.allow_split_overlap:
+    if config.split.allow_overlap:
         return
     runs = [
         r for r in archive.list_runs() if r.benchmark == config.benchmark and r.name != config.name
@@ -123,12 +123,12 @@ def check_split(
         pool,
         sizes=items,
         used=frozenset().union(*(RunItems.of(r).used for r in runs)),
-        start=config.split_seed + 1,
+        start=config.split.seed + 1,
     )
     fresh = (
         f"--split-seed {seed} draws items no run here has used"
         if seed is not None
-        else f"no split seed up to {config.split_seed + _SEEDS_TRIED} draws items no run here "
+        else f"no split seed up to {config.split.seed + _SEEDS_TRIED} draws items no run here "
         "has used"
     )
     raise AgentDesignError(
@@ -229,20 +229,28 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def run_header(run: RunRecord, config: RunConfig, strategy: Strategy, items: RunItems) -> list[str]:
+def run_header(
+    run: RunRecord,
+    config: RunConfig,
+    strategy: Strategy,
+    items: RunItems,
+    *,
+    budget: Budget | None = None,
+) -> list[str]:
     """The run's settings that decide what it sees and proposes, under its name: its split seed
-    and items, its strategy and seed, and, for a budget no larger than the strategy's start-up
-    designs, that it never gets past them (the default run's tpe is a random search)."""
+    and items, its strategy and seed, and, for a budget (the config's, unless given) no larger
+    than the strategy's start-up designs, that it never gets past them (the default run's tpe is
+    a random search)."""
     dev = f", {len(items.dev)} dev" if items.dev else ""
     lines = [
         f"split seed {run.split_seed}: {len(items.search)} search, {len(items.holdout)} "
         f"holdout{dev} items; strategy {config.strategy}, seed {config.seed}"
     ]
-    start_up, budget = strategy.start_up(), config.budget.max_agents
-    if start_up is not None and budget is not None and budget <= start_up.n_designs:
+    start_up, agents = strategy.start_up(), (budget or config.budget).max_agents
+    if start_up is not None and agents is not None and agents <= start_up.n_designs:
         lines.append(
             f"{config.strategy} draws its first {start_up.n_designs} designs {start_up.drawn} "
-            f"and the budget is {budget}: {start_up.so} (a budget above "
+            f"and the budget is {agents}: {start_up.so} (a budget above "
             f"{start_up.n_designs} designs gets past them)"
         )
     return lines

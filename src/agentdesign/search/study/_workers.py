@@ -22,8 +22,8 @@ import optuna
 
 from agentdesign.archive import Archive, Heartbeat, TrialStorage
 from agentdesign.components import AgentSpec
-from agentdesign.search.space import SearchSpace
-from agentdesign.search.strategies import Proposal, Strategy
+from agentdesign.search.strategies import Proposal
+from agentdesign.search.study._context import RunContext
 
 __all__ = ["DEFAULT_HEARTBEAT_S", "GRACE_BEATS", "WorkerTrials", "trial_storage"]
 
@@ -45,30 +45,33 @@ def trial_storage(archive: Archive, heartbeat_s: int) -> TrialStorage:
 
 
 class WorkerTrials:
-    """A worker's part in sharing a run's trials, as a part of the search (`_loop.Engine`)."""
+    """This worker's part in sharing the run's trials (`study`, kept in `storage`): the trials it
+    holds, beating for each, and those of dead workers, failed and queued again."""
 
-    archive: Archive
-    study: optuna.Study
-    storage: TrialStorage
-    space: SearchSpace
-    strategy: Strategy
-    heartbeat_s: int
-    _own_trials: set[int]
-    _unbeaten_since: dict[int, float]  # trial id: when this worker first saw it without heartbeat
+    def __init__(self, context: RunContext, study: optuna.Study, storage: TrialStorage) -> None:
+        self.context = context
+        self.study = study
+        self.storage = storage
+        self.owned: set[int] = set()  # the numbers of this worker's trials
+        self._unbeaten_since: dict[int, float] = {}  # trial id: when first seen without heartbeat
 
-    def _reclaim_stale_trials(self) -> None:
+    @property
+    def heartbeat_s(self) -> int:
+        return self.context.heartbeat_s
+
+    def reclaim_stale(self) -> None:
         """Fails the trials of dead workers and queues each again (as a WAITING trial).
 
         On PostgreSQL a trial is dead once its heartbeat is older than the grace period. A SQLite
         archive has one writing process, this one, so any trial it does not hold is dead.
         """
-        if not self.archive.single_writer:
+        if not self.context.archive.single_writer:
             self._fail_dead_trials()
             return
         retry = self.storage.get_heartbeat_stale_trial_callback()
         assert retry is not None
         for stale in self.study.get_trials(states=(optuna.trial.TrialState.RUNNING,)):
-            if stale.number not in self._own_trials:
+            if stale.number not in self.owned:
                 self.study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
                 retry(self.study, stale)
 
@@ -86,7 +89,7 @@ class WorkerTrials:
         self._unbeaten_since = {
             trial_id: self._unbeaten_since.get(trial_id, now)
             for trial_id, number in unbeaten.items()
-            if number not in self._own_trials
+            if number not in self.owned
         }
         retry = self.storage.get_heartbeat_stale_trial_callback()
         for trial_id, since in self._unbeaten_since.items():
@@ -99,7 +102,7 @@ class WorkerTrials:
             if retry is not None:
                 retry(self.study, self.storage.get_trial(trial_id))
 
-    def _apart_from_other_workers(
+    def apart_from_others(
         self, trial: optuna.Trial, spec: AgentSpec
     ) -> tuple[optuna.Trial, AgentSpec]:
         """`trial` and its design, unless another worker runs that design now (optuna's constant
@@ -107,52 +110,53 @@ class WorkerTrials:
         with a design at random that no other worker runs, as a strategy that proposes a known
         design falls back to one. Called under the ask lock, where the running designs stand
         still. SQLite has no other worker."""
-        if self.archive.single_writer:
+        if self.context.archive.single_writer:
             return trial, spec
         running = {
             t.user_attrs.get("spec")
             for t in self.study.get_trials(
                 deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
             )
-            if t.number not in self._own_trials
+            if t.number not in self.owned
         }
         if spec.to_json() not in running:
             return trial, spec
-        self._finish_trial(trial.number, state=optuna.trial.TrialState.FAIL)
-        rng = np.random.default_rng([self.strategy.seed, trial.number])
+        self.finish(trial.number, state=optuna.trial.TrialState.FAIL)
+        rng = np.random.default_rng([self.context.resolved.strategy.seed, trial.number])
         for _ in range(_REDRAWS):
-            drawn = self.space.sample(rng)
+            drawn = self.context.resolved.space.sample(rng)
             if drawn.to_json() not in running:
                 break
         proposal = Proposal(spec=drawn, operator="sample")
-        self.study.enqueue_trial(self.space.trial_params(drawn), user_attrs=proposal.user_attrs())
+        space = self.context.resolved.space
+        self.study.enqueue_trial(space.trial_params(drawn), user_attrs=proposal.user_attrs())
         trial = self.study.ask()  # the one just queued: no other worker asks meanwhile
-        self._own_trials.add(trial.number)
+        self.owned.add(trial.number)
         self.storage.record_heartbeat(trial._trial_id)
-        return trial, self.space.suggest(trial)
+        return trial, self.context.resolved.space.suggest(trial)
 
-    def _wait_for_other_workers(self) -> None:
+    def wait_for_others(self) -> None:
         """Waits until no other live worker holds a trial of this run, so that the holdout
         confirmation ranks the final leaderboard; a dead worker's trial stops counting once its
         heartbeat is stale. Every worker then confirms; the leases make them share the work."""
-        if self.archive.single_writer:
+        if self.context.archive.single_writer:
             return
         while True:
             self._fail_dead_trials()
             running = self.study.get_trials(
                 deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
             )
-            if all(t.number in self._own_trials for t in running):
+            if all(t.number in self.owned for t in running):
                 return
             time.sleep(self.heartbeat_s)
 
     @contextmanager
-    def _trial_heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
+    def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
         beat = lambda: self.storage.record_heartbeat(trial._trial_id)  # noqa: E731
         with Heartbeat(interval_s=self.heartbeat_s, beat=beat):
             yield
 
-    def _finish_trial(
+    def finish(
         self,
         number: int,
         values: Sequence[float] | None = None,
