@@ -600,4 +600,4 @@ def test_a_stored_config_without_a_timeout_gets_the_default() -> None:
     del stored["llm_timeout_s"]
     assert RunConfig.from_dict(stored).llm_timeout_s == DEFAULT_LLM_TIMEOUT_S
     with pytest.raises(Exception, match="LLM timeout must be positive"):
-        RunConfig(name="bad", llm_timeout_s=0)
+        RunConfig.of("bad", llm_timeout_s=0)

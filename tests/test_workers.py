@@ -167,8 +167,8 @@ def ask(self):
 Engine.ask = ask
 llm = FakeChatModel(lambda model, messages, temperature, seed: "Answer: 3", latency_s=0.1)
 quick = space_from_option("quick")
-config = RunConfig(
-    name="tpe", model="fake/model", strategy="tpe", budget=Budget(max_agents=agents),
+config = RunConfig.of(
+    "tpe", model="fake/model", strategy="tpe", budget=Budget(max_agents=agents),
     n_search=3, n_holdout=0, baselines=[],
     choices=quick.get("choices", {}), limits=quick.get("limits", {}),
 )
