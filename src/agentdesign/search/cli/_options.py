@@ -15,6 +15,7 @@ import typer
 
 from agentdesign.components import (
     DEFAULT_LLM_TIMEOUT_S,
+    DEFAULT_RETRY_BUDGET_S,
     MAX_DATA_BYTES,
     AgentDesignError,
     parse_spec,
@@ -32,9 +33,12 @@ __all__ = [
     "ConcurrencyOption",
     "JsonOption",
     "LLMTimeoutOption",
+    "RetryBudgetOption",
+    "RpmOption",
     "RunOptions",
     "StorageOption",
     "TaskTimeoutOption",
+    "TpmOption",
     "UnsafeSandboxOption",
     "with_run_options",
 ]
@@ -122,6 +126,21 @@ LLMTimeoutOption = Annotated[
         "--llm-timeout", help="seconds a model call may wait for its reply before it is retried"
     ),
 ]
+RetryBudgetOption = Annotated[
+    float,
+    typer.Option(
+        "--retry-budget",
+        help="minutes a model call the provider rate-limits keeps trying, waiting as it asks "
+        "(0: tried as any failure)",
+    ),
+]
+RpmOption = Annotated[
+    float | None, typer.Option("--rpm", help="at most this many model requests a minute")
+]
+TpmOption = Annotated[
+    float | None,
+    typer.Option("--tpm", help="at most this many model tokens a minute (estimated before a call)"),
+]
 SpaceOption = Annotated[
     str, typer.Option(help=f"design space: {', '.join(SPACE_PRESETS)} or a JSON file")
 ]
@@ -190,6 +209,9 @@ class RunOptions:
     space: SpaceOption = "quick"
     confirm_top: ConfirmTopOption = 1
     baseline: BaselineOption = None
+    retry_budget: RetryBudgetOption = DEFAULT_RETRY_BUDGET_S / 60
+    rpm: RpmOption = None
+    tpm: TpmOption = None
 
     def config(self, name: str) -> RunConfig:
         """The run these options start; refuses a bad space, --confirm-top or --baseline."""
@@ -227,6 +249,9 @@ class RunOptions:
             choices=narrowing.get("choices", {}),
             limits=narrowing.get("limits", {}),
             baselines=default_baselines() if self.baseline is None else _baselines(self.baseline),
+            retry_budget_s=self.retry_budget * 60,
+            rpm=self.rpm,
+            tpm=self.tpm,
         )
 
 

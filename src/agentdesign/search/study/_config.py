@@ -9,7 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, REGISTRY, AgentDesignError
+from agentdesign.components import (
+    DEFAULT_LLM_TIMEOUT_S,
+    DEFAULT_RETRY_BUDGET_S,
+    REGISTRY,
+    AgentDesignError,
+)
 from agentdesign.evaluators import Benchmark, check_concurrency, make_split
 from agentdesign.search.racing import Racing
 from agentdesign.search.space import SearchSpace
@@ -21,6 +26,7 @@ __all__ = [
     "MAX_WAIT_S",
     "Budget",
     "RunConfig",
+    "check_rate_limits",
     "check_seconds",
     "check_seed",
     "default_baselines",
@@ -48,6 +54,18 @@ def check_seconds(seconds: float, *, name: str) -> None:
         raise AgentDesignError(f"{name} must be positive, got {seconds}")
     if not seconds <= MAX_WAIT_S:
         raise AgentDesignError(f"{name} must be at most {MAX_WAIT_S:,} seconds, got {seconds}")
+
+
+def check_rate_limits(retry_budget_s: float, rpm: float | None, tpm: float | None) -> None:
+    """Refuses a retry budget or a cap on requests or tokens a minute that no call can keep."""
+    if not 0 <= retry_budget_s <= MAX_WAIT_S:
+        raise AgentDesignError(
+            f"retry budget must be from 0 to {MAX_WAIT_S / 60:,.0f} minutes, "
+            f"got {retry_budget_s / 60:g}"
+        )
+    for name, cap in (("rpm", rpm), ("tpm", tpm)):
+        if cap is not None and not 0 < cap < math.inf:
+            raise AgentDesignError(f"{name} (a minute's cap) must be positive, got {cap:g}")
 
 
 def _check_numbers(values: Mapping[str, Any], *, what: str) -> None:
@@ -134,6 +152,11 @@ class RunConfig:
     # Token caps, sample counts and temperatures are searched on a coarse grid (see SearchSpace),
     # so two designs never differ only by noise; runs stored before the grid keep their space.
     grid: bool = True
+    # A model call the provider rate-limits tries again for this long (0: as any failure); the
+    # run's calls keep to `rpm` requests and `tpm` tokens a minute if set (see LiteLLMChatModel).
+    retry_budget_s: float = DEFAULT_RETRY_BUDGET_S
+    rpm: float | None = None
+    tpm: float | None = None
 
     def __post_init__(self) -> None:
         """Refuses every bad setting, so that a run is never written that cannot start."""
@@ -155,6 +178,7 @@ class RunConfig:
         if self.meta_every or self.meta_code or self.meta_model:
             check_refinable(self.strategy, what="the meta agent")
         check_concurrency(self.concurrency)
+        check_rate_limits(self.retry_budget_s, self.rpm, self.tpm)
         self.racing()  # refuses bad racing settings before anything is written
 
     @property

@@ -101,7 +101,13 @@ class Engine(WorkerTrials, HoldoutConfirmation, ModelOperators):
         self.llm = (
             llm
             if llm is not None
-            else default_chat_model(api_base=config.api_base, timeout_s=config.llm_timeout_s)
+            else default_chat_model(
+                api_base=config.api_base,
+                timeout_s=config.llm_timeout_s,
+                retry_budget_s=config.retry_budget_s,
+                rpm=config.rpm,
+                tpm=config.tpm,
+            )
         )
         self.reporter = reporter or Reporter()
         self.examples = examples_from_tasks(benchmark.train_examples())
