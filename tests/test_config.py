@@ -60,6 +60,9 @@ STORED_KEYS = [
     "limits",
     "baselines",
     "grid",
+    "retry_budget_s",
+    "rpm",
+    "tpm",
 ]
 
 

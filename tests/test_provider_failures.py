@@ -390,7 +390,8 @@ class Cli:
 
     def _model(self, **kwargs: Any) -> LiteLLMChatModel:
         llm = default_chat_model(**kwargs)
-        llm.max_retries, llm.backoff_s = 1, 0.0
+        # a 429 counts among the retries, as any failure, instead of trying for minutes
+        llm.max_retries, llm.backoff_s, llm.retry_budget_s = 1, 0.0, 0.0
         self.timeouts.append(llm.timeout_s)
         return llm
 

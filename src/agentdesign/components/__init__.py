@@ -8,7 +8,8 @@ What is exported, and nothing else (the rest is internal and may change):
 - models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
   `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
   `sqlite_disk_full`,
-  `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `embedded_thread_choice`, and for a runner that
+  `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `DEFAULT_RETRY_BUDGET_S`, `embedded_thread_choice`,
+  the process's limiter of a model's calls (`rate_limiter`, a `RateLimiter`), and for a runner that
   gives up on a task, `pending_model_call` with its `PendingCall`;
 - traces: the optional OpenTelemetry export (`enable_tracing`, `disable_tracing`, `tracing_on`,
   `start_tracing_from_environment`, `trace_span` with its `TraceSpan`, `traced_model`,
@@ -94,6 +95,7 @@ from agentdesign.components.library._memory import Example, Lesson, MemoryStore,
 from agentdesign.components.library._tools import safe_eval
 from agentdesign.components.llm._cache import ResponseCache, default_cache_dir, sqlite_disk_full
 from agentdesign.components.llm._embedded import embedded_thread_choice
+from agentdesign.components.llm._limits import DEFAULT_RETRY_BUDGET_S, RateLimiter, rate_limiter
 from agentdesign.components.llm._llm import (
     DEFAULT_LLM_TIMEOUT_S,
     LiteLLMChatModel,
@@ -125,6 +127,7 @@ from agentdesign.components.sandbox._sandbox import SandboxLimits, SandboxResult
 
 __all__ = [
     "DEFAULT_LLM_TIMEOUT_S",
+    "DEFAULT_RETRY_BUDGET_S",
     "GENAI_SEMCONV_VERSION",
     "MAX_DATA_BYTES",
     "MAX_LINE_BYTES",
@@ -164,6 +167,7 @@ __all__ = [
     "PendingCall",
     "Planning",
     "ProviderError",
+    "RateLimiter",
     "Reasoning",
     "Recall",
     "Reflection",
@@ -197,6 +201,7 @@ __all__ = [
     "parse_spec",
     "pending_model_call",
     "provider_name",
+    "rate_limiter",
     "read_regular_file",
     "read_text_file",
     "register",

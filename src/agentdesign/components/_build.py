@@ -12,6 +12,7 @@ from agentdesign.components._spec import AgentSpec
 from agentdesign.components.library._memory import Example
 from agentdesign.components.llm._cache import ResponseCache, default_cache_dir
 from agentdesign.components.llm._embedded import check_embedded_model
+from agentdesign.components.llm._limits import DEFAULT_RETRY_BUDGET_S
 from agentdesign.components.llm._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components.llm._trace import ChatModel, TaskBudget
 
@@ -56,10 +57,22 @@ def default_chat_model(
     api_base: str | None = None,
     cache: bool = True,
     timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+    retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
+    rpm: float | None = None,
+    tpm: float | None = None,
 ) -> LiteLLMChatModel:
-    """litellm with the shared on-disk response cache; `timeout_s` bounds each call."""
+    """litellm with the shared on-disk response cache; `timeout_s` bounds each call, a call
+    the provider rate-limits tries again for `retry_budget_s`, and the calls of a model keep to
+    `rpm` requests and `tpm` tokens a minute if given (see `LiteLLMChatModel`)."""
     store = ResponseCache(default_cache_dir() / "responses.sqlite") if cache else None
-    return LiteLLMChatModel(cache=store, api_base=api_base, timeout_s=timeout_s)
+    return LiteLLMChatModel(
+        cache=store,
+        api_base=api_base,
+        timeout_s=timeout_s,
+        retry_budget_s=retry_budget_s,
+        rpm=rpm,
+        tpm=tpm,
+    )
 
 
 def build_agent(

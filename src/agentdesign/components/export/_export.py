@@ -79,6 +79,7 @@ _INLINED = (
     "llm/_cache.py",
     "llm/_weights.py",
     "llm/_embedded.py",
+    "llm/_limits.py",
     "llm/_llm.py",
     "export/_standalone.py",
 )

@@ -11,7 +11,9 @@ task was waiting on the provider.
 
 from __future__ import annotations
 
+import math
 import os
+import random
 import re
 import sys
 import threading
@@ -19,15 +21,23 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from agentdesign.components.llm._cache import ResponseCache
 from agentdesign.components.llm._embedded import register_embedded_provider
+from agentdesign.components.llm._limits import (
+    DEFAULT_RETRY_BUDGET_S,
+    RateLimiter,
+    Ticket,
+    rate_limiter,
+)
 from agentdesign.components.llm._trace import Completion, LLMCallError, Message
 
 __all__ = [
     "DEFAULT_LLM_TIMEOUT_S",
+    "DEFAULT_RETRY_BUDGET_S",
     "LiteLLMChatModel",
     "PendingCall",
     "import_litellm",
@@ -42,6 +52,7 @@ DEFAULT_LLM_TIMEOUT_S = 120.0
 # 401-404 (a bad or unfunded key, a model the server does not have) are not retried at once,
 # but are no score either: fixing the key or the server lets a resume run the task again.
 _RETRIED_STATUSES = frozenset({408, 409, 429})
+_MAX_BACKOFF_S = 30.0  # the longest wait between two tries of a rate-limited call, jitter aside
 _REFUSED_STATUSES = frozenset({401, 402, 403, 404})
 # Tokens shaped like the API keys of common providers (OpenAI's and Anthropic's sk-..., Groq's
 # gsk_..., Hugging Face's hf_..., Google's AIza..., xAI's xai-...), masked ones (sk-ab***yz) too.
@@ -71,7 +82,7 @@ class PendingCall:
         self._deadline_s = deadline_s
         self._settled = threading.Event()  # a try failed, or the call answered
         self._failure: str | None = None
-        self.abandoned = False  # the runner gave up on it: no more tries
+        self._abandoned = threading.Event()  # the runner gave up on it: no more tries
 
     def settle(self, failure: str | None) -> None:
         """Called by the calling thread as each try ends, with its failure (None: it answered)."""
@@ -83,10 +94,20 @@ class PendingCall:
         """Why the provider failed this call, once a try has failed or answered; None if it
         answered. Waits for the try in flight, which its deadline ends within `deadline_s`; the
         call then makes no more tries."""
-        self.abandoned = True
+        self._abandoned.set()
         if not self._settled.wait(self._deadline_s + 1.0):  # a second for the caller to settle
             return f"no reply within {self._deadline_s:g} s"
         return self._failure
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the runner gave up on the call: it makes no more tries."""
+        return self._abandoned.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleeps `seconds` between tries, less if the runner gives up on the call meanwhile
+        (then True)."""
+        return self._abandoned.wait(seconds)
 
 
 _pending: dict[int, PendingCall] = {}  # by thread id: the call each thread is waiting on
@@ -131,6 +152,15 @@ class LiteLLMChatModel:
     an unknown model raises a transient one at once. Anything else (a request the provider
     rejects) raises a plain `LLMCallError`, which the agent records as that task's failure. An
     empty reply is never cached. Errors name no API key (`redacted`).
+
+    Every call of a model on one server passes the process's `RateLimiter` for them, which holds
+    calls while the provider asks it to (`Retry-After`, `x-ratelimit-*`), caps the calls at once
+    after a rate limit, and keeps to `rpm` requests and `tpm` tokens a minute if set. With a
+    `retry_budget_s` (the default of `default_chat_model`), a rate-limited call (a 429) is tried
+    again, after a jittered backoff or the wait the provider asked for, until that many seconds
+    have passed since its first rate limit, apart from `max_retries`, with one line on stderr a
+    minute at most while calls wait; with none (0, this class's default), a rate limit counts
+    among the `max_retries` as any failure.
     """
 
     def __init__(
@@ -141,16 +171,27 @@ class LiteLLMChatModel:
         max_retries: int = 3,
         backoff_s: float = 1.0,
         timeout_s: float = DEFAULT_LLM_TIMEOUT_S,
+        retry_budget_s: float = 0.0,
+        rpm: float | None = None,
+        tpm: float | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         if max_retries < 0:
             raise ValueError(f"max_retries must not be negative, got {max_retries}")
+        if not 0 <= retry_budget_s < math.inf:
+            raise ValueError(f"retry_budget_s must be from 0 on, got {retry_budget_s}")
+        for name, cap in (("rpm", rpm), ("tpm", tpm)):
+            if cap is not None and not 0 < cap < math.inf:
+                raise ValueError(f"{name} must be positive, got {cap}")
         self.cache = cache
         self.api_base = api_base
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.timeout_s = timeout_s
+        self.retry_budget_s = retry_budget_s
+        self.rpm = rpm
+        self.tpm = tpm
 
     def complete(
         self,
@@ -187,58 +228,203 @@ class LiteLLMChatModel:
         """The one loop where a failed call is tried again (see the class's docstring)."""
         litellm = import_litellm()
         client: dict[str, Any] = {"timeout": self.timeout_s}
-        remote = not _is_embedded(request["model"])
-        if remote:  # the OpenAI client's own retries would multiply ours, and the timeout with them
-            client["max_retries"] = 0
-        else:
+        if _is_embedded(request["model"]):  # in this process: no provider to fail or limit it
             register_embedded_provider()
-        tries = self.max_retries + 1
+            return self._call_embedded(litellm, request, client)
+        client["max_retries"] = 0  # the OpenAI client's own would multiply ours, and the timeout
+        limiter = rate_limiter(request["model"], self.api_base, rpm=self.rpm, tpm=self.tpm)
+        estimate = _estimated_tokens(request)
         pending = PendingCall(self.timeout_s)
-        with _waiting_on(pending) if remote else nullcontext():
-            for attempt in range(1, tries + 1):
-                completion, failure, timed_out = self._try(litellm, request, client, remote=remote)
-                pending.settle(failure)
-                if completion is not None:
-                    return completion
-                if attempt == tries or pending.abandoned:
+        failures = limited = 0  # tries failed, other than by a rate limit, and by one
+        limited_since: float | None = None
+        tries = self.max_retries + 1
+        failure: str | None = "given up while waiting on the provider's rate limit"
+
+        def waiting(why: str, by_provider: bool) -> None:
+            pending.settle(f"waiting: {why}")  # a task timeout now is no score: the limit's
+            if by_provider:
+                self._notify(request["model"], why)
+
+        with _waiting_on(pending):
+            while True:
+                ticket = limiter.acquire(
+                    estimate, given_up=lambda: pending.abandoned, on_wait=waiting
+                )
+                if ticket is None:  # the runner gave up on the task meanwhile
                     break
-                wait_s = self.backoff_s * 2 ** (attempt - 1)
-                if timed_out:  # else a hung provider would keep the run silent for minutes
-                    print(
-                        f"warning: {request['model']}: {failure} (try {attempt} of {tries}); "
-                        f"trying again in {wait_s:g} s",
-                        file=sys.stderr,
-                    )
-                time.sleep(wait_s)
-        raise LLMCallError(f"{failure} (tried {attempt} times)", transient=True)
+                outcome = self._try(litellm, request, client, limiter=limiter, ticket=ticket)
+                pending.settle(outcome.failure)
+                if outcome.completion is not None:
+                    return outcome.completion
+                failure = outcome.failure
+                if pending.abandoned:
+                    break
+                if outcome.rate_limited and self.retry_budget_s > 0:
+                    limited += 1
+                    limited_since = limited_since or time.monotonic()
+                    wait_s, past = self._rate_limit_wait(outcome, limited, since=limited_since)
+                    if past:
+                        failure = f"{failure}; {past}"
+                        break
+                    asked = outcome.retry_after_s
+                    asking = "" if asked is None else f", asking to wait {_duration(asked)}"
+                    self._notify(request["model"], f"the provider rate-limits calls (429{asking})")
+                else:
+                    failures += 1
+                    if failures >= tries:
+                        break
+                    said_s = min(outcome.retry_after_s or 0.0, _MAX_BACKOFF_S)
+                    wait_s = max(self.backoff_s * 2 ** (failures - 1), said_s)
+                    if outcome.timed_out:  # else a hung provider would keep the run silent
+                        print(
+                            f"warning: {request['model']}: {failure} (try {failures} of "
+                            f"{tries}); trying again in {wait_s:g} s",
+                            file=sys.stderr,
+                        )
+                if pending.wait(wait_s):  # given up while waiting
+                    break
+        raise LLMCallError(f"{failure} (tried {failures + limited} times)", transient=True)
+
+    def _rate_limit_wait(
+        self, outcome: _Outcome, limited: int, *, since: float
+    ) -> tuple[float, str]:
+        """The seconds to wait before the next try of a call rate-limited `limited` times, the
+        first at `since`: a jittered backoff, or the wait the provider asked for if longer, but
+        no later than the retry budget's end, for a last try then; or why the call gives up now:
+        the budget is spent, or the provider asked to wait past it."""
+        left_s = since + self.retry_budget_s - time.monotonic()
+        asked = outcome.retry_after_s
+        budget = _duration(self.retry_budget_s)
+        if asked is not None and asked >= self.retry_budget_s:
+            return 0.0, f"asked to wait {_duration(asked)}, longer than the {budget} retry budget"
+        if left_s <= 0 or (asked is not None and asked >= left_s):
+            spent = _duration(time.monotonic() - since)
+            return 0.0, f"still rate limited after {spent} (the retry budget: {budget})"
+        backoff_s = _jittered(self.backoff_s * 2 ** min(limited - 1, 16))
+        return min(max(backoff_s, asked or 0.0), left_s), ""
+
+    def _call_embedded(
+        self, litellm: Any, request: dict[str, Any], client: dict[str, Any]
+    ) -> Completion:
+        """An embedded model's call, tried again as a provider's would be, with no deadline."""
+        tries = self.max_retries + 1
+        for attempt in range(1, tries + 1):
+            outcome = self._try(litellm, request, client)
+            if outcome.completion is not None:
+                return outcome.completion
+            if attempt < tries:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+        raise LLMCallError(f"{outcome.failure} (tried {tries} times)", transient=True)
+
+    def _notify(self, model: str, why: str) -> None:
+        """One line on stderr that calls of `model` wait, and why; then one a minute at most."""
+        if self.retry_budget_s <= 0:  # rate limits are retried as any failure, and as quietly
+            return
+        now, key = time.monotonic(), (model, self.api_base or "")
+        with _notices_lock:
+            if now < _notices.get(key, -math.inf) + _NOTICE_EVERY_S:
+                return
+            _notices[key] = now
+        budget = _duration(self.retry_budget_s)
+        print(
+            f"warning: {model}: {why}; waiting: each call tries again for up to {budget}",
+            file=sys.stderr,
+        )
 
     def _try(
-        self, litellm: Any, request: dict[str, Any], client: dict[str, Any], *, remote: bool
-    ) -> tuple[Completion | None, str | None, bool]:
-        """One try: its completion, or why the provider failed it and whether it timed out.
+        self,
+        litellm: Any,
+        request: dict[str, Any],
+        client: dict[str, Any],
+        *,
+        limiter: RateLimiter | None = None,
+        ticket: Ticket | None = None,
+    ) -> _Outcome:
+        """One try: its completion, or why the provider failed it. Tells `limiter` how it went.
         Raises `LLMCallError` for a failure no retry mends."""
         started = time.perf_counter()
+        remote = limiter is not None
 
         def call() -> Any:
             return litellm.completion(**request, **client)
+
+        def done(**how: Any) -> float | None:
+            if limiter is None or ticket is None:
+                return None
+            return limiter.release(ticket, **how)
 
         try:
             response = _within(self.timeout_s, call) if remote else call()
         except Exception as exc:  # classified below: only the provider's failures retry
             # the whole try's deadline passed, or the HTTP client's for one read did first
             if isinstance(exc, litellm.Timeout | _DeadlinePassed):
-                return None, f"no reply within {self.timeout_s:g} s", True
+                done()
+                return _Outcome(failure=f"no reply within {self.timeout_s:g} s", timed_out=True)
             failure, status = _describe(exc), _status(litellm, exc)
+            said = done(rate_limited=status == 429, headers=_error_headers(exc))
             if status in _REFUSED_STATUSES:
                 raise LLMCallError(failure, transient=True) from exc
             if status not in _RETRIED_STATUSES and status < 500:
                 raise LLMCallError(failure) from exc
-            return None, failure, False
+            return _Outcome(failure=failure, rate_limited=status == 429, retry_after_s=said)
         latency = time.perf_counter() - started
         completion = _to_completion(litellm, response, latency, request)
+        hidden = getattr(response, "_hidden_params", None) or {}
+        usage = getattr(response, "usage", None)
+        used = getattr(usage, "total_tokens", None)
+        done(
+            headers=hidden.get("additional_headers") or {},
+            used_tokens=used if isinstance(used, int) else None,
+        )
         if completion is None:
-            return None, "an empty reply: no text, no tool call", False
-        return completion, None, False
+            return _Outcome(failure="an empty reply: no text, no tool call")
+        return _Outcome(completion=completion)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """How one try ended: its completion, or why it failed, whether its deadline passed, whether
+    the provider rate-limited it, and the seconds it asked to wait."""
+
+    completion: Completion | None = None
+    failure: str | None = None
+    timed_out: bool = False
+    rate_limited: bool = False
+    retry_after_s: float | None = None
+
+
+_NOTICE_EVERY_S = 60.0  # the waiting line, once a minute at most per model
+_notices: dict[tuple[str, str], float] = {}  # by model and server
+_notices_lock = threading.Lock()
+
+
+def _jittered(seconds: float) -> float:
+    """`seconds` capped at `_MAX_BACKOFF_S`, less up to half of it at random, so that calls
+    limited together do not all come back at once."""
+    seconds = min(seconds, _MAX_BACKOFF_S)
+    return seconds * random.uniform(0.5, 1.0)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.3g} min" if seconds >= 60 else f"{seconds:.3g} s"
+
+
+def _estimated_tokens(request: dict[str, Any]) -> int:
+    """The tokens a request may use, for a tokens-a-minute cap: its text's characters over four
+    (about a token each in English), and all the tokens the reply may take."""
+    chars = sum(len(str(m.get("content") or "")) for m in request["messages"])
+    return chars // 4 + int(request.get("max_tokens") or 0)
+
+
+def _error_headers(exc: Exception) -> dict[str, str]:
+    """The headers of the reply a provider's error came with, if litellm kept them."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    try:
+        return {str(k): str(v) for k, v in dict(headers or {}).items()}
+    except (TypeError, ValueError):
+        return {}
 
 
 def _within(deadline_s: float, call: Callable[[], Any]) -> Any:

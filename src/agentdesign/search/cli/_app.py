@@ -19,6 +19,7 @@ from rich.markup import escape
 from agentdesign.archive import Archive
 from agentdesign.components import (
     DEFAULT_LLM_TIMEOUT_S,
+    DEFAULT_RETRY_BUDGET_S,
     MAX_DATA_BYTES,
     UNSAFE_ENV,
     AgentDesignError,
@@ -55,9 +56,12 @@ from agentdesign.search.cli._options import (
     ConcurrencyOption,
     JsonOption,
     LLMTimeoutOption,
+    RetryBudgetOption,
+    RpmOption,
     RunOptions,
     StorageOption,
     TaskTimeoutOption,
+    TpmOption,
     UnsafeSandboxOption,
     with_run_options,
 )
@@ -67,6 +71,7 @@ from agentdesign.search.study import (
     DEFAULT_HEARTBEAT_S,
     MAX_WAIT_S,
     Budget,
+    check_rate_limits,
     check_seconds,
     check_seed,
     evaluate_agent,
@@ -112,9 +117,19 @@ def _allow_unsafe_sandbox(allowed: bool) -> None:
         os.environ[UNSAFE_ENV] = "1"
 
 
-def _chat_model(api_base: str | None, llm_timeout: float) -> ChatModel:
+def _chat_model(
+    api_base: str | None,
+    llm_timeout: float,
+    *,
+    retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
+    rpm: float | None = None,
+    tpm: float | None = None,
+) -> ChatModel:
     check_seconds(llm_timeout, name="--llm-timeout")
-    return default_chat_model(api_base=api_base, timeout_s=llm_timeout)
+    check_rate_limits(retry_budget_s, rpm, tpm)
+    return default_chat_model(
+        api_base=api_base, timeout_s=llm_timeout, retry_budget_s=retry_budget_s, rpm=rpm, tpm=tpm
+    )
 
 
 @app.command()
@@ -360,6 +375,9 @@ def evaluate(
     llm_timeout: LLMTimeoutOption = DEFAULT_LLM_TIMEOUT_S,
     storage: StorageOption = DEFAULT_STORAGE,
     unsafe_sandbox: UnsafeSandboxOption = False,
+    retry_budget: RetryBudgetOption = DEFAULT_RETRY_BUDGET_S,
+    rpm: RpmOption = None,
+    tpm: TpmOption = None,
 ) -> None:
     """Score any agent spec on a benchmark, with a 95% interval; results go to the archive.
 
@@ -379,7 +397,7 @@ def evaluate(
     check_seed(seed, name="--seed")
     check_concurrency(concurrency)  # here too, before the archive is opened (or made)
     split = evaluation_split(split, run_name=run_name)
-    llm = _chat_model(api_base, llm_timeout)
+    llm = _chat_model(api_base, llm_timeout, retry_budget_s=retry_budget, rpm=rpm, tpm=tpm)
     check_model(spec.model, api_base=api_base)
     with _open(storage, create=True) as archive:
         bench, chosen = evaluation_items(archive, run_name, benchmark, split, items, seed)

@@ -29,9 +29,12 @@ __all__ = [
     "ConcurrencyOption",
     "JsonOption",
     "LLMTimeoutOption",
+    "RetryBudgetOption",
+    "RpmOption",
     "RunOptions",
     "StorageOption",
     "TaskTimeoutOption",
+    "TpmOption",
     "UnsafeSandboxOption",
     "with_run_options",
 ]
@@ -67,6 +70,9 @@ ConcurrencyOption = Annotated[int, _option("concurrency")]
 TaskTimeoutOption = Annotated[float | None, _option("task_timeout_s")]
 ApiBaseOption = Annotated[str | None, _option("api_base")]
 LLMTimeoutOption = Annotated[float, _option("llm_timeout_s")]
+RetryBudgetOption = Annotated[float, _option("retry_budget_s")]
+RpmOption = Annotated[float | None, _option("rpm")]
+TpmOption = Annotated[float | None, _option("tpm")]
 UnsafeSandboxOption = Annotated[
     bool,
     typer.Option(

@@ -30,6 +30,7 @@ __all__ = [
     "RunConfig",
     "SpaceSettings",
     "SplitSettings",
+    "check_rate_limits",
     "check_seconds",
     "check_seed",
     "default_baselines",
@@ -57,6 +58,17 @@ def check_seconds(seconds: float, *, name: str) -> None:
         raise AgentDesignError(f"{name} must be positive, got {seconds}")
     if not seconds <= MAX_WAIT_S:
         raise AgentDesignError(f"{name} must be at most {MAX_WAIT_S:,} seconds, got {seconds}")
+
+
+def check_rate_limits(retry_budget_s: float, rpm: float | None, tpm: float | None) -> None:
+    """Refuses a retry budget or a cap on requests or tokens a minute that no call can keep."""
+    if not 0 <= retry_budget_s <= MAX_WAIT_S:
+        raise AgentDesignError(
+            f"retry budget must be from 0 to {MAX_WAIT_S:,} seconds, got {retry_budget_s:g}"
+        )
+    for name, cap in (("rpm", rpm), ("tpm", tpm)):
+        if cap is not None and not 0 < cap < math.inf:
+            raise AgentDesignError(f"{name} (a minute's cap) must be positive, got {cap:g}")
 
 
 def _check_numbers(values: Mapping[str, Any], *, what: str) -> None:
@@ -184,6 +196,11 @@ class RunConfig:
     confirm_top: int = DEFAULTS["confirm_top"]
     api_base: str | None = DEFAULTS["api_base"]
     llm_timeout_s: float = DEFAULTS["llm_timeout_s"]  # a model call still unanswered is retried
+    # A model call the provider rate-limits tries again for this long (0: as any failure); the
+    # run's calls keep to `rpm` requests and `tpm` tokens a minute if set (see LiteLLMChatModel).
+    retry_budget_s: float = DEFAULTS["retry_budget_s"]
+    rpm: float | None = DEFAULTS["rpm"]
+    tpm: float | None = DEFAULTS["tpm"]
 
     def __post_init__(self) -> None:
         """Refuses every bad setting, so that a run is never written that cannot start."""
@@ -208,6 +225,7 @@ class RunConfig:
         if self.space.preset is not None and (self.space.choices or self.space.limits):
             raise AgentDesignError("give a space preset or its choices and limits, not both")
         check_concurrency(self.concurrency)
+        check_rate_limits(self.retry_budget_s, self.rpm, self.tpm)
         self.racing()  # refuses bad racing settings before anything is written
 
     @property
@@ -272,6 +290,8 @@ class RunConfig:
         data["limits"] = {k: list(v) for k, v in self.space.limits.items()}
         data["baselines"] = [dict(b) for b in self.baselines]
         data["grid"] = self.space.grid
+        # After every older key: an older run's stored form is a prefix of a new run's
+        data.update(retry_budget_s=self.retry_budget_s, rpm=self.rpm, tpm=self.tpm)
         return data
 
     @classmethod
@@ -334,6 +354,9 @@ class RunConfig:
             confirm_top=value["confirm_top"],
             api_base=value["api_base"],
             llm_timeout_s=value["llm_timeout_s"],
+            retry_budget_s=value["retry_budget_s"],
+            rpm=value["rpm"],
+            tpm=value["tpm"],
         )
 
     @classmethod

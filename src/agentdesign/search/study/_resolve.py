@@ -70,11 +70,19 @@ class _DeferredModel:
     def __init__(self, config: RunConfig) -> None:
         self._api_base = config.api_base
         self._timeout_s = config.llm_timeout_s
+        self._retry_budget_s = config.retry_budget_s
+        self._rpm, self._tpm = config.rpm, config.tpm
         self._client: ChatModel | None = None
 
     def open(self) -> ChatModel:
         if self._client is None:
-            self._client = default_chat_model(api_base=self._api_base, timeout_s=self._timeout_s)
+            self._client = default_chat_model(
+                api_base=self._api_base,
+                timeout_s=self._timeout_s,
+                retry_budget_s=self._retry_budget_s,
+                rpm=self._rpm,
+                tpm=self._tpm,
+            )
         return self._client
 
     def complete(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agentdesign.components import DEFAULT_LLM_TIMEOUT_S
+from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, DEFAULT_RETRY_BUDGET_S
 from agentdesign.search.space import SPACE_PRESETS
 from agentdesign.search.strategies import STRATEGIES
 from agentdesign.search.verdict import BASELINES
@@ -138,6 +138,24 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds a model call may wait for its reply before it is retried",
         type=float,
         flags=("--llm-timeout",),
+    ),
+    # Rate limits: a call the provider rate-limits is tried again, waiting as the provider asks,
+    # for this long before it is a provider failure (0: tried as any failure); the run's calls
+    # keep to `rpm` requests and `tpm` tokens a minute where set.
+    Setting(
+        "retry_budget_s",
+        DEFAULT_RETRY_BUDGET_S,
+        "seconds a model call the provider rate-limits keeps trying, waiting as it asks (0: "
+        "tried as any failure)",
+        type=float,
+        flags=("--retry-budget",),
+    ),
+    Setting("rpm", None, "at most this many model requests a minute", type=float | None),
+    Setting(
+        "tpm",
+        None,
+        "at most this many model tokens a minute (estimated before a call)",
+        type=float | None,
     ),
     # The design space: a preset or a JSON file of its shape, narrowed to what suits the
     # benchmark when the run is resolved (see `resolve`). The command line and `create_search`
