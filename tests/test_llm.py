@@ -184,29 +184,6 @@ def test_importing_litellm_reads_the_local_price_list() -> None:
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
 
 
-def test_a_model_litellm_has_no_price_for_is_not_priced_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Its first reply costs None (unknown): later calls name a price of 0, so that litellm does
-    not search its price list for every reply; the cost stays 0."""
-    litellm = import_litellm()
-    real = litellm.completion
-    asked: list[dict[str, Any]] = []
-
-    def completion(**request: Any) -> Any:
-        asked.append(request)
-        reply = real(model="gpt-4o-mini", messages=MESSAGES, mock_response="4")
-        reply._hidden_params["response_cost"] = None if "input_cost_per_token" not in request else 0
-        return reply
-
-    monkeypatch.setattr(litellm, "completion", completion)
-    llm = LiteLLMChatModel(api_base="http://127.0.0.1:9/unpriced")
-    costs = [complete(llm, seed=seed).cost for seed in range(3)]
-    assert costs == [0.0, 0.0, 0.0]
-    assert ["input_cost_per_token" in r for r in asked] == [False, True, True]
-    assert asked[1]["input_cost_per_token"] == asked[1]["output_cost_per_token"] == 0.0
-
-
 def test_the_cache_keeps_one_connection_per_thread(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

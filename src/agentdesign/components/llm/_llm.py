@@ -345,10 +345,8 @@ class LiteLLMChatModel:
         started = time.perf_counter()
         remote = limiter is not None
 
-        unpriced = (request["model"], self.api_base or "") in _UNPRICED
-
         def call() -> Any:
-            return litellm.completion(**request, **client, **(_NO_PRICE if unpriced else {}))
+            return litellm.completion(**request, **client)
 
         def done(**how: Any) -> float | None:
             if limiter is None or ticket is None:
@@ -395,11 +393,6 @@ class _Outcome:
     retry_after_s: float | None = None
 
 
-# The models (on their servers) litellm has no price for, as the first reply of each showed: their
-# calls name a price of 0, so that litellm does not search its price list again for every reply
-# (a millisecond of CPU a call); they cost 0, as they did.
-_UNPRICED: set[tuple[str, str]] = set()
-_NO_PRICE = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
 _NOTICE_EVERY_S = 60.0  # the waiting line, once a minute at most per model
 _notices: dict[tuple[str, str], float] = {}  # by model and server
 _notices_lock = threading.Lock()
@@ -500,8 +493,6 @@ def _to_completion(
         return None
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:  # litellm priced the reply already (None: not in its list)
-        if hidden["response_cost"] is None:
-            _UNPRICED.add((request["model"], request.get("api_base") or ""))
         cost = float(hidden["response_cost"] or 0.0)
     else:
         try:
