@@ -182,3 +182,27 @@ def test_importing_litellm_reads_the_local_price_list() -> None:
 
     import_litellm()
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+
+
+def test_the_cache_keeps_one_connection_per_thread(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sqlite3
+    import threading
+
+    from agentdesign.components import Completion
+
+    opened: list[int] = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *a, **k: opened.append(threading.get_ident()) or connect(*a, **k)
+    )
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    for i in range(5):
+        cache.put(str(i), Completion(text=str(i), prompt_tokens=1, completion_tokens=1))
+        assert cache.get(str(i)) is not None
+    assert len(opened) == 1  # opened once, by this thread
+    worker = threading.Thread(target=lambda: cache.get("0"))
+    worker.start()
+    worker.join()
+    assert len(opened) == 2 and opened[1] != opened[0]
