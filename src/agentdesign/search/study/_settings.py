@@ -50,12 +50,12 @@ def _strategies() -> str:
     return f"one of {', '.join(STRATEGIES)}"  # read when asked: plugins may add strategies
 
 
-# The default run aims at 15 minutes on 2 CPU cores with no response cached (the README has the
-# measured runs). GSM8K: the quick space's designs differ there (0.00-0.62 on 8 items) and its
-# program-of-thought designs answer in 7-16 s an item; 4 designs x 6 search items, then the winner
-# and chain of thought (6-45 s an item) on 8 unseen items; CoT-SC runs only when the winner's
-# tokens buy 2 or more CoT samples. With 8 search and 10 holdout items it took 14.3 and 15.3
-# minutes. BFCL multiple (the default before) has no use for a program, and its function schemas
+# The default run aims at 10 minutes on 2 CPU cores with no response cached (docs/results.md has
+# the measured runs: 8 min 45 s). GSM8K: the quick space's designs differ there (0.00-0.62 on 8
+# items) and its program-of-thought designs answer in 7-16 s an item; 4 designs x 6 search items,
+# then the winner and chain of thought (6-45 s an item) on 8 unseen items; CoT-SC runs only when
+# the winner's tokens buy 3 or more CoT samples. With 8 search and 10 holdout items it took 14.3
+# and 15.3 minutes. BFCL multiple (the default before) has no use for a program, and its function schemas
 # make every prompt long.
 SETTINGS: tuple[Setting, ...] = (
     Setting(
