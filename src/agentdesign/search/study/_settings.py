@@ -55,8 +55,8 @@ def _strategies() -> str:
 # items) and its program-of-thought designs answer in 7-16 s an item; 4 designs x 6 search items,
 # then the winner and chain of thought (6-45 s an item) on 8 unseen items; CoT-SC runs only when
 # the winner's tokens buy 3 or more CoT samples. With 8 search and 10 holdout items it took 14.3
-# and 15.3 minutes. BFCL multiple (the default before) has no use for a program, and its function schemas
-# make every prompt long.
+# and 15.3 minutes. BFCL multiple (the default before) has no use for a program, and its function
+# schemas make every prompt long.
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "benchmark",
