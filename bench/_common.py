@@ -4,13 +4,17 @@ with a fixed latency, timing cells."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 from sqlalchemy import create_engine, make_url, text
@@ -217,3 +221,29 @@ def ms_cells(seconds: Sequence[float]) -> dict[str, str]:
         "mean ms": f"{ms.mean():.2f}",
         "p95 ms": f"{np.percentile(ms, 95):.2f}",
     }
+
+
+@contextmanager
+def child_server(command: Sequence[str]) -> Iterator[str]:
+    """The base URL of a loopback server that `command` starts in a child process (it prints its
+    port on its first line), stopped on the way out."""
+    process = subprocess.Popen(list(command), stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def server_stats(url: str) -> dict[str, Any]:
+    """What a child server counted, from its `/stats` page."""
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=10) as response:
+        stats: dict[str, Any] = json.load(response)
+    return stats
+

@@ -29,20 +29,18 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from _common import markdown_table
+from _common import child_server, markdown_table, server_stats
 
 from agentdesign.archive import Archive, EvaluationRecord
 from agentdesign.components import AgentSpec, import_litellm
@@ -126,29 +124,10 @@ def _completion(*, prompt_tokens: int) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def model_server(latency_s: float, serve_for_s: float) -> Iterator[str]:
-    """The base URL of a server running in a child process, stopped on the way out."""
+def model_server(latency_s: float, serve_for_s: float) -> AbstractContextManager[str]:
+    """The base URL of this file's server running in a child process, stopped on the way out."""
     command = [sys.executable, __file__, "--serve", "--latency", str(latency_s)]
-    command += ["--serve-for", str(serve_for_s)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        port = int(process.stdout.readline())
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def server_stats(url: str) -> dict[str, int]:
-    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=10) as response:
-        stats: dict[str, int] = json.load(response)
-    return stats
+    return child_server([*command, "--serve-for", str(serve_for_s)])
 
 
 # -- the bench ------------------------------------------------------------------------------------

@@ -25,21 +25,16 @@ request and the last: its second's worth held at the start, then rpm / 60 a seco
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stderr
+from contextlib import AbstractContextManager, redirect_stderr
 from io import StringIO
 from pathlib import Path
-from typing import Any
 
-from _common import markdown_table
+from _common import child_server, markdown_table, server_stats
 from concurrency import CHOICES, LIMITS, cache_dir
 
 from agentdesign.archive import Archive
@@ -57,31 +52,12 @@ MODES = {
 }
 
 
-@contextmanager
 def limited_server(
     rpm: float, latency_s: float, flags: list[str], serve_for_s: float
-) -> Iterator[str]:
+) -> AbstractContextManager[str]:
     """The base URL of a limited server in a child process, stopped on the way out."""
     command = [sys.executable, str(SERVER), "--rpm", str(rpm), "--latency", str(latency_s)]
-    command += ["--serve-for", str(serve_for_s), *flags]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        port = int(process.stdout.readline())
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def server_stats(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url.removesuffix("/v1") + "/stats", timeout=10) as response:
-        stats: dict[str, Any] = json.load(response)
-    return stats
+    return child_server([*command, "--serve-for", str(serve_for_s), *flags])
 
 
 def measure(
@@ -97,8 +73,8 @@ def measure(
         cache_dir(Path(scratch) / "cache"),
         Archive(f"sqlite:///{scratch}/archive.db") as archive,
     ):
-        config = RunConfig(
-            name=f"rate-limits-{mode}",
+        config = RunConfig.of(
+            f"rate-limits-{mode}",
             model=MODEL,
             api_base=url,
             budget=Budget(max_agents=DESIGNS),
