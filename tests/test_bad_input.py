@@ -31,7 +31,7 @@ from agentdesign.components import AgentDesignError, AgentSpec, write_export
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import Budget, RunConfig, create_search, run_worker
 from agentdesign.search.cli import progress_bars
-from agentdesign.search.study import MAX_SEED
+from agentdesign.search.config import MAX_SEED
 
 SHARED_ENV = {**os.environ, "COLUMNS": "200"}  # as `agentdesign` has it: one server for all
 # A model litellm knows a provider for; nothing here gets as far as calling it.
@@ -248,7 +248,7 @@ def test_a_read_only_archive_is_one_line(
 
 _FAKE_MODEL_CLI = (
     "import sys; from agentdesign.components.testing import FakeChatModel; "
-    "from agentdesign.search.study import _resolve; from agentdesign.search.cli import main; "
+    "from agentdesign.search.config import _resolve; from agentdesign.search.cli import main; "
     "_resolve.default_chat_model = lambda **_: FakeChatModel(lambda *a: 'Answer: Paris'); "
     "sys.argv[0] = 'agentdesign'; main()"
 )

@@ -345,7 +345,7 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
 
     from agentdesign.components.testing import FakeChatModel
     from agentdesign.search.cli import _app
-    from agentdesign.search.study import _resolve
+    from agentdesign.search.config import _resolve
 
     monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: FakeChatModel(_bfcl_or_capital))
     monkeypatch.setattr(_app, "console", _app.Console(width=200))

@@ -18,16 +18,16 @@ from agentdesign.components import AgentDesignError, Message
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import Budget, RunConfig, create_search, load_search
 from agentdesign.search.cli import RunOptions, _app
-from agentdesign.search.study import (
+from agentdesign.search.config import (
     DEFAULTS,
     SETTINGS,
     MetaSettings,
     RaceSettings,
     SpaceSettings,
     SplitSettings,
-    _loop,
     _resolve,
 )
+from agentdesign.search.study import _loop
 
 # The keys a run stores, in the order every archive has stored them.
 STORED_KEYS = [

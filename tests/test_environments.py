@@ -235,7 +235,7 @@ def test_only_workflows_that_play_episodes_get_an_environment() -> None:
 
 
 def test_the_search_narrows_the_space_to_playing_workflows() -> None:
-    from agentdesign.search.study._resolve import _playable
+    from agentdesign.search.config._resolve import _playable
 
     quick = SearchSpace(model="fake/model", **SPACE_PRESETS["quick"])
     assert _playable(quick, get_benchmark("twx-coin")).components("workflow") == ("react",)
@@ -368,7 +368,7 @@ def test_cli_lists_and_runs_an_interactive_benchmark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agentdesign.search.cli import app
-    from agentdesign.search.study import _resolve
+    from agentdesign.search.config import _resolve
 
     monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: scripted(act("look around")))
     runner = CliRunner()

@@ -21,7 +21,7 @@ from agentdesign.archive import Archive
 # (the first two arguments).
 HOSTILE_MODEL_CLI = """import sys
 from agentdesign.components.testing import FakeChatModel
-from agentdesign.search.study import _resolve
+from agentdesign.search.config import _resolve
 from agentdesign.search.cli import main
 reply, meta = sys.argv.pop(1), sys.argv.pop(1)
 def answer(model, messages, temperature, seed):

@@ -28,6 +28,7 @@ LAYERS = (
     "agentdesign.search.racing",
     "agentdesign.search.verdict",
     "agentdesign.search.strategies",
+    "agentdesign.search.config",
     "agentdesign.search.study",
     "agentdesign.search.report",
     "agentdesign.search",

@@ -36,7 +36,7 @@ from agentdesign.components import (
     import_litellm,
     parse_spec,
 )
-from agentdesign.components.llm._llm import redacted
+from agentdesign.components.llm._pending import redacted
 from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import Benchmark, get_benchmark, make_split
 from agentdesign.search import RunConfig, evaluate_agent
@@ -380,7 +380,7 @@ class Cli:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
         from agentdesign.search.cli import _app
-        from agentdesign.search.study import _resolve
+        from agentdesign.search.config import _resolve
 
         self.monkeypatch, self.capsys, self.main = monkeypatch, capsys, _app.main
         self.timeouts: list[float] = []

@@ -23,15 +23,15 @@ from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark, make_split
 from agentdesign.search import Budget, RunConfig, make_strategy, resume_search, run_search
 from agentdesign.search.cli import RunOptions, _app
-from agentdesign.search.study import (
+from agentdesign.search.config import (
     RunItems,
     check_split,
     dev_task_ids,
     draw_items,
     holdout_reuse,
     run_header,
-    stored_engine,
 )
+from agentdesign.search.study import stored_engine
 
 
 def answers_3(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
@@ -58,7 +58,7 @@ def config(name: str, **fields: object) -> RunConfig:
 def cli(monkeypatch: pytest.MonkeyPatch, folder: Path, command: str) -> str:
     """`agentdesign COMMAND` in this process, on the fake model (a run in the single-call space,
     written to `folder`); its output (exit 0 asserted)."""
-    from agentdesign.search.study import _resolve
+    from agentdesign.search.config import _resolve
 
     args = command.split()
     if args[0] == "run":
@@ -135,9 +135,9 @@ def test_an_old_style_run_resumes_with_its_split_and_dev_items(archive_url: str)
     with Archive(archive_url) as archive:
         upgraded = archive.get_run("old")
         assert upgraded.dev_task_ids == ()  # not stored then; drawn again from its config
-        assert [
-            t.id for t in stored_engine(archive, "old", None, FAKE, None, 1).dev_tasks
-        ] == list(dev)
+        assert [t.id for t in stored_engine(archive, "old", None, FAKE, None, 1).dev_tasks] == list(
+            dev
+        )
         # the confirmed run's holdout evaluations are its looks, read off its run entries
         assert [
             (look.run_name, look.agent_hash, look.evaluation_id, look.source)

@@ -32,7 +32,7 @@ from agentdesign.search import (
     run_search,
 )
 from agentdesign.search.cli import evaluation_items, leaderboard_json
-from agentdesign.search.study import dev_task_ids
+from agentdesign.search.config import dev_task_ids
 from agentdesign.search.verdict import (
     cot_baseline,
     cot_sc_baseline,
@@ -405,7 +405,7 @@ def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
     from typer.testing import CliRunner
 
     from agentdesign.search.cli import _app
-    from agentdesign.search.study import _resolve
+    from agentdesign.search.config import _resolve
 
     monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: FakeChatModel(noisy))
     monkeypatch.setattr(_app, "console", _app.Console(width=400))

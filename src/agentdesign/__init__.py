@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from agentdesign.components import AgentSpec, Component
     from agentdesign.evaluators import Benchmark
     from agentdesign.search import Search, create_search, load_search
+    from agentdesign.search.config import Budget, RunConfig
     from agentdesign.search.strategies import Strategy
-    from agentdesign.search.study import Budget, RunConfig
     from agentdesign.search.verdict import RunVerdict
 
 __all__ = [
@@ -49,8 +49,8 @@ _HOMES = {
     "Component": "agentdesign.components",
     "Benchmark": "agentdesign.evaluators",
     "Strategy": "agentdesign.search.strategies",
-    "Budget": "agentdesign.search.study",
-    "RunConfig": "agentdesign.search.study",
+    "Budget": "agentdesign.search.config",
+    "RunConfig": "agentdesign.search.config",
     "Search": "agentdesign.search",
     "create_search": "agentdesign.search",
     "load_search": "agentdesign.search",

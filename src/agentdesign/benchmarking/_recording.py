@@ -25,8 +25,9 @@ import numpy as np
 from agentdesign.archive import Archive
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ChatModel, Example, ParamInfo
 from agentdesign.evaluators import Benchmark, Task, make_split
+from agentdesign.search.config import RunConfig, dev_task_ids
 from agentdesign.search.space import SearchSpace, pairwise_design
-from agentdesign.search.study import RunConfig, dev_task_ids, evaluate_agent
+from agentdesign.search.study import evaluate_agent
 
 __all__ = [
     "ANCHORS",

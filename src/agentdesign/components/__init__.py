@@ -96,13 +96,7 @@ from agentdesign.components.library._tools import safe_eval
 from agentdesign.components.llm._cache import ResponseCache, default_cache_dir, sqlite_disk_full
 from agentdesign.components.llm._embedded import embedded_thread_choice
 from agentdesign.components.llm._limits import DEFAULT_RETRY_BUDGET_S, RateLimiter, rate_limiter
-from agentdesign.components.llm._llm import (
-    DEFAULT_LLM_TIMEOUT_S,
-    LiteLLMChatModel,
-    PendingCall,
-    import_litellm,
-    pending_model_call,
-)
+from agentdesign.components.llm._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components.llm._otel import (
     GENAI_SEMCONV_VERSION,
     TraceSpan,
@@ -114,6 +108,7 @@ from agentdesign.components.llm._otel import (
     traced_model,
     tracing_on,
 )
+from agentdesign.components.llm._pending import PendingCall, pending_model_call
 from agentdesign.components.llm._trace import (
     CallRecord,
     ChatModel,

@@ -5,6 +5,7 @@ and the ask/tell face), `strategies`, `space`, `valuemodel`, `racing`, `verdict`
 from __future__ import annotations
 
 from agentdesign.search._api import Candidate, Search, create_search, load_search
+from agentdesign.search.config import Budget, RunConfig
 from agentdesign.search.racing import (
     Racing,
 )
@@ -47,9 +48,7 @@ from agentdesign.search.strategies import (
     supports_refinement,
 )
 from agentdesign.search.study import (
-    Budget,
     Reporter,
-    RunConfig,
     RunSummary,
     evaluate_agent,
     finalize_run,

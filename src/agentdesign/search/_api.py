@@ -47,17 +47,9 @@ from agentdesign.search._inputs import (
     stored_benchmark,
     strategy_label,
 )
+from agentdesign.search.config import DEFAULTS, Budget, RunConfig
 from agentdesign.search.strategies import Strategy
-from agentdesign.search.study import (
-    DEFAULTS,
-    Budget,
-    Engine,
-    Reporter,
-    RunConfig,
-    RunSummary,
-    check_searchable,
-    export_design,
-)
+from agentdesign.search.study import Engine, Reporter, RunSummary, check_searchable, export_design
 from agentdesign.search.verdict import RunVerdict, run_verdict
 
 __all__ = ["Candidate", "Search", "create_search", "load_search"]

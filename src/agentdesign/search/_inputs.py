@@ -27,11 +27,11 @@ from agentdesign.components import (
     check_unicode,
 )
 from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task, get_benchmark
+from agentdesign.search.config import SETTINGS, RunConfig
 
 # PYTHON_PREFIX, CallableModel, Scorer, items_benchmark
 from agentdesign.search.space import SPACE_PRESETS
 from agentdesign.search.strategies import Strategy
-from agentdesign.search.study import SETTINGS, RunConfig
 
 __all__ = [
     "PYTHON_PREFIX",

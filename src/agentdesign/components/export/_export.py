@@ -80,6 +80,7 @@ _INLINED = (
     "llm/_weights.py",
     "llm/_embedded.py",
     "llm/_limits.py",
+    "llm/_pending.py",
     "llm/_llm.py",
     "export/_standalone.py",
 )

@@ -23,7 +23,6 @@ from agentdesign.components import (
     MAX_DATA_BYTES,
     UNSAFE_ENV,
     AgentDesignError,
-    AgentSpec,
     ChatModel,
     ProviderError,
     check_model,
@@ -41,6 +40,7 @@ from agentdesign.evaluators import (
 from agentdesign.search.cli._disk import full_disk_error
 from agentdesign.search.cli._doctor import run_checks
 from agentdesign.search.cli._evaluate import evaluation_items, evaluation_split
+from agentdesign.search.cli._export import designs_to_export
 from agentdesign.search.cli._format import print_json
 from agentdesign.search.cli._leaderboard import (
     latest_run,
@@ -66,19 +66,21 @@ from agentdesign.search.cli._options import (
     with_run_options,
 )
 from agentdesign.search.cli._progress import ProgressReporter, progress_bars
-from agentdesign.search.report import write_report
-from agentdesign.search.study import (
-    DEFAULT_HEARTBEAT_S,
+from agentdesign.search.config import (
     MAX_WAIT_S,
     Budget,
     check_rate_limits,
     check_seconds,
     check_seed,
+    holdout_looker,
+    holdout_reuse,
+)
+from agentdesign.search.report import write_report
+from agentdesign.search.study import (
+    DEFAULT_HEARTBEAT_S,
     evaluate_agent,
     export_design,
     finalize_run,
-    holdout_looker,
-    holdout_reuse,
     resume_search,
     run_search,
     run_worker,
@@ -305,22 +307,7 @@ def export(
     with _open(storage) as archive:
         run_name = name or latest_run(archive)
         run_record = archive.get_run(run_name)
-        chosen: list[tuple[AgentSpec, str]]
-        if agent is not None:
-            chosen = [(AgentSpec.from_dict(archive.find_agent(agent).spec), "chosen by its hash")]
-        elif not pareto and run_record.winner_hash is not None:  # the recorded winner stands
-            winner = AgentSpec.from_dict(archive.get_agent(run_record.winner_hash).spec)
-            chosen = [(winner, "its recorded winner")]
-        else:
-            rows = (
-                archive.pareto(run_name=run_name)
-                if pareto
-                else archive.leaderboard(run_name=run_name, limit=1)
-            )
-            if not rows:
-                raise AgentDesignError(f"no finished agent to export in run {run_name}")
-            why = "on its score-cost Pareto front" if pareto else "its best so far (no winner yet)"
-            chosen = [(AgentSpec.from_dict(row.spec), why) for row in rows]
+        chosen = designs_to_export(archive, run_record, agent=agent, pareto=pareto)
         benchmark = get_benchmark(run_record.benchmark)
         pool = examples_from_tasks(benchmark.train_examples())
         question = benchmark.tasks()[0].question

@@ -16,7 +16,8 @@ from agentdesign.archive import Archive, LeaderboardRow, ProposalRecord, RunReco
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.evaluators import ScoreSummary
 from agentdesign.search.cli._format import ci_text, interval_caption, row_summary
-from agentdesign.search.study import RunSummary, holdout_reuse
+from agentdesign.search.config import holdout_reuse
+from agentdesign.search.study import RunSummary
 from agentdesign.search.verdict import run_verdict
 
 __all__ = ["latest_run", "leaderboard_json", "print_leaderboard", "print_lineage", "print_summary"]

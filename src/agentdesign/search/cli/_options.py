@@ -20,7 +20,7 @@ from agentdesign.components import (
     parse_spec,
     read_text_file,
 )
-from agentdesign.search.study import SETTINGS, RunConfig, Setting
+from agentdesign.search.config import SETTINGS, RunConfig, Setting
 from agentdesign.search.verdict import BASELINES
 
 __all__ = [

@@ -24,7 +24,8 @@ from agentdesign.archive import Archive, EvaluationRecord, LeaderboardRow, RunRe
 from agentdesign.components import AgentSpec
 from agentdesign.evaluators import TaskOutcome, summarize
 from agentdesign.search.cli._format import ci_text, interval_text, row_summary
-from agentdesign.search.study import Budget, Reporter, RunConfig
+from agentdesign.search.config import Budget, RunConfig
+from agentdesign.search.study import Reporter
 from agentdesign.search.verdict import run_verdict
 
 __all__ = ["ProgressReporter", "progress_bars"]

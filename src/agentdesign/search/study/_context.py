@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from agentdesign.archive import Archive, RunRecord
 from agentdesign.components import ChatModel, Example
 from agentdesign.evaluators import Benchmark, Task, examples_from_tasks
-from agentdesign.search.study._config import Budget, RunConfig
+from agentdesign.search.config import Budget, ResolvedRun, RunConfig
 from agentdesign.search.study._reporting import Reporter
-from agentdesign.search.study._resolve import ResolvedRun
 
 __all__ = ["RunContext"]
 

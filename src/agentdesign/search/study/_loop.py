@@ -6,7 +6,7 @@ and never run again, and the trial that was in flight is retried rather than aba
 
 Many workers may drive one run (see `_workers`). The agent budget is reserved in the archive before
 an evaluation starts, so workers together never evaluate more agents than it allows. A run's entry
-points are in `_runs`, its definition in `_config`, what it resolves to in `_resolve`, its scoring
+points are in `_runs`, its definition and resolution in `agentdesign.search.config`, its scoring
 within the budget in `_scoring`, its holdout confirmation in `_holdout`.
 """
 
@@ -28,6 +28,7 @@ from agentdesign.components import (
     ProviderError,
 )
 from agentdesign.evaluators import Benchmark, BenchmarkError, Task, TaskOutcome, score_interval
+from agentdesign.search.config import Budget, RunConfig, RunItems, resolve, run_header, store_run
 from agentdesign.search.strategies import (
     Failure,
     MetaOutcome,
@@ -36,15 +37,12 @@ from agentdesign.search.strategies import (
     history_from_study,
     report_items,
 )
-from agentdesign.search.study._config import Budget, RunConfig
 from agentdesign.search.study._context import RunContext
 from agentdesign.search.study._holdout import HoldoutConfirmation
 from agentdesign.search.study._operators import ModelOperators
 from agentdesign.search.study._prior import labelled_from_archive
 from agentdesign.search.study._reporting import Reporter, RunSummary
-from agentdesign.search.study._resolve import resolve, store_run
 from agentdesign.search.study._scoring import RunScoring
-from agentdesign.search.study._splits import RunItems, run_header
 from agentdesign.search.study._workers import (
     DEFAULT_HEARTBEAT_S,
     GRACE_BEATS,

@@ -18,8 +18,8 @@ from agentdesign.archive import (
 )
 from agentdesign.components import AgentDesignError, ChatModel
 from agentdesign.evaluators import Benchmark
+from agentdesign.search.config import MAX_SEED, Budget, RunConfig
 from agentdesign.search.strategies import Strategy
-from agentdesign.search.study._config import MAX_SEED, Budget, RunConfig
 from agentdesign.search.study._loop import Engine
 from agentdesign.search.study._reporting import Reporter, RunSummary
 from agentdesign.search.study._workers import DEFAULT_HEARTBEAT_S

@@ -30,6 +30,8 @@ from agentdesign.evaluators import (
     episode_workflows,
     get_benchmark,
 )
+from agentdesign.search.config._config import RunConfig, SpaceSettings
+from agentdesign.search.config._splits import RunItems, check_split, dev_items, draw_items
 from agentdesign.search.racing import Racing
 from agentdesign.search.space import SearchSpace, space_from_option, unsuited_components
 from agentdesign.search.strategies import (
@@ -39,8 +41,6 @@ from agentdesign.search.strategies import (
     Strategy,
     make_strategy,
 )
-from agentdesign.search.study._config import RunConfig, SpaceSettings
-from agentdesign.search.study._splits import RunItems, check_split, dev_items, draw_items
 
 __all__ = ["ResolvedRun", "resolve", "store_run"]
 

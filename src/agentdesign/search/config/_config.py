@@ -16,10 +16,10 @@ from typing import Any, cast
 
 from agentdesign.components import REGISTRY, AgentDesignError
 from agentdesign.evaluators import Benchmark, check_concurrency, make_split
+from agentdesign.search.config._settings import DEFAULTS, SETTINGS
 from agentdesign.search.racing import Racing
 from agentdesign.search.space import SearchSpace
 from agentdesign.search.strategies import check_refinable
-from agentdesign.search.study._settings import DEFAULTS, SETTINGS
 
 __all__ = [
     "MAX_SEED",
