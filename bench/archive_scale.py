@@ -37,7 +37,7 @@ from archive_write import agent_spec
 from sqlalchemy import Engine, create_engine, insert, select
 
 from agentdesign.archive import Archive
-from agentdesign.archive._tables import AgentRow, EvaluationRow, RunEntryRow, TaskResultRow
+from agentdesign.archive.database._tables import AgentRow, EvaluationRow, RunEntryRow, TaskResultRow
 from agentdesign.components import REGISTRY, build_agent, parse_spec
 from agentdesign.evaluators import TaskOutcome, evaluate_tasks, get_benchmark
 from agentdesign.search import Budget, RunConfig, resume_search

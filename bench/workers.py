@@ -25,7 +25,7 @@ from _common import fake_llm, markdown_table, scratch_archive_url
 from sqlalchemy import create_engine, func, select, text
 
 from agentdesign.archive import Archive
-from agentdesign.archive._tables import EvaluationRow, TaskResultRow
+from agentdesign.archive.database._tables import EvaluationRow, TaskResultRow
 from agentdesign.search import Budget, RunConfig, run_worker, space_from_option
 
 RUN = "bench-workers"

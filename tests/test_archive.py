@@ -28,8 +28,8 @@ from agentdesign.archive import (
     EvaluationRecord,
     RunTotals,
 )
-from agentdesign.archive._outage import DatabaseOutage
-from agentdesign.archive._tables import SCHEMA_VERSION
+from agentdesign.archive.database._outage import DatabaseOutage
+from agentdesign.archive.database._tables import SCHEMA_VERSION
 from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import TaskOutcome
 

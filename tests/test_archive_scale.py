@@ -18,7 +18,7 @@ from forked_python import run_forked
 from test_archive import SPEC, TASKS, _create_run, _evaluated
 
 from agentdesign.archive import Archive, ArchiveError
-from agentdesign.archive._tables import SCHEMA_VERSION, metadata
+from agentdesign.archive.database._tables import SCHEMA_VERSION, metadata
 
 V1_ARCHIVE = Path(__file__).parent / "data" / "archive_v1.db"
 

@@ -26,7 +26,7 @@ from rich.console import Console
 from test_cli import CLI, agentdesign, assert_one_line_error, make_archive_with_a_run
 
 from agentdesign.archive import Archive, ArchiveError
-from agentdesign.archive._tables import SCHEMA_VERSION
+from agentdesign.archive.database._tables import SCHEMA_VERSION
 from agentdesign.components import AgentDesignError, AgentSpec, write_export
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import Budget, RunConfig, create_search, run_worker

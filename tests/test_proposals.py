@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, inspect, text
 from test_archive import _create_run, _evaluated
 
 from agentdesign.archive import Archive, ArchiveError, ProposalRecord
-from agentdesign.archive._tables import SCHEMA_VERSION
+from agentdesign.archive.database._tables import SCHEMA_VERSION
 from agentdesign.components import AgentSpec
 
 

@@ -19,7 +19,7 @@ from agentdesign.archive._records import (
     RunRecord,
     RunTotals,
 )
-from agentdesign.archive._trials import TrialStorage
+from agentdesign.archive.database._trials import TrialStorage
 
 __all__ = [
     "AgentRecord",

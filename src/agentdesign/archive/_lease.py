@@ -21,10 +21,10 @@ from sqlalchemy import or_, update
 from sqlmodel import col
 
 from agentdesign.archive import _validation as check
-from agentdesign.archive._engine import ArchiveEngine
 from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import utc_now
-from agentdesign.archive._tables import EvaluationRow
+from agentdesign.archive.database._engine import ArchiveEngine
+from agentdesign.archive.database._tables import EvaluationRow
 
 __all__ = ["Heartbeat", "Leases", "worker_id"]
 

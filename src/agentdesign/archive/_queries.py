@@ -15,7 +15,6 @@ from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import Select
 
 from agentdesign.archive import _validation as check
-from agentdesign.archive._engine import ArchiveEngine, lookup_agent
 from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
     AgentRecord,
@@ -29,7 +28,9 @@ from agentdesign.archive._records import (
     leaderboard_row,
     record,
 )
-from agentdesign.archive._tables import (
+from agentdesign.archive._validation import PROPOSAL_STATUSES, RUN_ENTRY_ROLES, SPLITS
+from agentdesign.archive.database._engine import ArchiveEngine, lookup_agent
+from agentdesign.archive.database._tables import (
     AgentRow,
     EvaluationRow,
     HoldoutLookRow,
@@ -40,7 +41,6 @@ from agentdesign.archive._tables import (
     TaskFailureRow,
     TaskResultRow,
 )
-from agentdesign.archive._validation import PROPOSAL_STATUSES, RUN_ENTRY_ROLES, SPLITS
 from agentdesign.evaluators import TaskOutcome
 
 __all__ = ["Queries"]

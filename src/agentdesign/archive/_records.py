@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlmodel import SQLModel
 
-from agentdesign.archive._tables import EvaluationRow
+from agentdesign.archive.database._tables import EvaluationRow
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

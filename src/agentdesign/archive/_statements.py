@@ -19,7 +19,7 @@ from agentdesign.archive import _validation as check
 from agentdesign.archive._records import (
     utc_now,
 )
-from agentdesign.archive._tables import (
+from agentdesign.archive.database._tables import (
     EvaluationRow,
     TaskResultRow,
 )

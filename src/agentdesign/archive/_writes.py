@@ -17,7 +17,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, col, select
 
 from agentdesign.archive import _validation as check
-from agentdesign.archive._engine import ArchiveEngine, lookup_agent, without_nul
 from agentdesign.archive._errors import ArchiveError
 from agentdesign.archive._records import (
     AgentRecord,
@@ -39,7 +38,16 @@ from agentdesign.archive._statements import (
     refresh_totals,
     task_set_digest,
 )
-from agentdesign.archive._tables import (
+from agentdesign.archive._validation import (
+    FINISHED_EVALUATION_STATUSES,
+    LOOK_SOURCES,
+    PROPOSAL_STATUSES,
+    RUN_ENTRY_ROLES,
+    RUN_STATUSES,
+    SPLITS,
+)
+from agentdesign.archive.database._engine import ArchiveEngine, lookup_agent, without_nul
+from agentdesign.archive.database._tables import (
     AgentRow,
     EvaluationRow,
     HoldoutLookRow,
@@ -49,14 +57,6 @@ from agentdesign.archive._tables import (
     SearchCallRow,
     TaskFailureRow,
     TaskResultRow,
-)
-from agentdesign.archive._validation import (
-    FINISHED_EVALUATION_STATUSES,
-    LOOK_SOURCES,
-    PROPOSAL_STATUSES,
-    RUN_ENTRY_ROLES,
-    RUN_STATUSES,
-    SPLITS,
 )
 from agentdesign.evaluators import TaskOutcome
 

@@ -26,9 +26,14 @@ from sqlmodel import Session, col, select
 
 from agentdesign.archive import _validation as check
 from agentdesign.archive._errors import ArchiveError
-from agentdesign.archive._outage import DEFAULT_RECONNECT_S, DatabaseOutage, first_line, riding
-from agentdesign.archive._schema import lock_for_set_up, set_up
-from agentdesign.archive._sqlite import (
+from agentdesign.archive.database._outage import (
+    DEFAULT_RECONNECT_S,
+    DatabaseOutage,
+    first_line,
+    riding,
+)
+from agentdesign.archive.database._schema import lock_for_set_up, set_up
+from agentdesign.archive.database._sqlite import (
     SQLITE_BUSY_TIMEOUT_MS,
     configure_sqlite,
     drop_writer_lock,
@@ -36,8 +41,8 @@ from agentdesign.archive._sqlite import (
     sqlite_sync_normal,
     take_writer_lock,
 )
-from agentdesign.archive._tables import AgentRow, EvaluationRow, RunRow
-from agentdesign.archive._trials import TrialStorage
+from agentdesign.archive.database._tables import AgentRow, EvaluationRow, RunRow
+from agentdesign.archive.database._trials import TrialStorage
 
 __all__ = ["NUL_STAND_IN", "ArchiveEngine", "lookup_agent", "without_nul"]
 

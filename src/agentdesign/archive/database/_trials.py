@@ -28,7 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import Connection, exists, select, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from agentdesign.archive._outage import DatabaseOutage, riding
+from agentdesign.archive.database._outage import DatabaseOutage, riding
 
 __all__ = ["TrialStorage"]
 

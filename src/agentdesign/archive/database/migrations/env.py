@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from agentdesign.archive._tables import metadata
+from agentdesign.archive.database._tables import metadata
 
 VERSION_TABLE = "ad_alembic_version"
 

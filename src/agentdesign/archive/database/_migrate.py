@@ -14,7 +14,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection
 
-from agentdesign.archive._tables import SCHEMA_VERSION, metadata
+from agentdesign.archive.database._tables import SCHEMA_VERSION, metadata
 
 __all__ = ["create_schema", "upgrade_schema"]
 

@@ -15,8 +15,8 @@ from sqlmodel import select
 
 from agentdesign.archive import _validation as check
 from agentdesign.archive._errors import ArchiveError
-from agentdesign.archive._migrate import create_schema, upgrade_schema
-from agentdesign.archive._tables import OPTUNA_TABLES, SCHEMA_VERSION, MetaRow
+from agentdesign.archive.database._migrate import create_schema, upgrade_schema
+from agentdesign.archive.database._tables import OPTUNA_TABLES, SCHEMA_VERSION, MetaRow
 
 __all__ = ["lock_for_set_up", "set_up"]
 
