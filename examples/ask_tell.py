@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from agentdesign import create_search
 from agentdesign.components import Message, extract_answer
 from agentdesign.components.testing import FakeChatModel
+from agentdesign.search.config import DEFAULTS
 
 CAPITALS = {
     "France": "Paris",
@@ -57,7 +58,7 @@ def main() -> None:
     parser.add_argument("--storage", default="ask_tell.db", help="the archive (SQLite file)")
     args = parser.parse_args()
 
-    model = {"model": FakeChatModel(scripted), "model_name": "scripted"} if args.fake else {}
+    model = FakeChatModel(scripted) if args.fake else DEFAULTS["model"]
     with create_search(
         ITEMS,
         scorer=close_enough,
@@ -77,7 +78,8 @@ def main() -> None:
         },
         n_search=4,
         n_holdout=4,
-        **model,
+        model=model,
+        model_name="scripted" if args.fake else None,
     ) as search:
         for _ in range(args.designs):
             candidate = search.ask()

@@ -23,6 +23,7 @@ from agentdesign import create_search
 from agentdesign.components import AgentSpec, Message, extract_answer
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.search.checks import check_component
+from agentdesign.search.config import DEFAULTS
 
 ITEMS = [
     {"question": f"What is the capital of {country}? Answer with the city's name.", "answer": city}
@@ -57,7 +58,7 @@ def main() -> None:
     # that round-trip, and an export that carries the component. It raises on the first rule broken.
     check_component(Almanac)
 
-    model = {"model": FakeChatModel(scripted), "model_name": "scripted"} if args.fake else {}
+    model = FakeChatModel(scripted) if args.fake else DEFAULTS["model"]
     with create_search(
         ITEMS,
         scorer=close_enough,
@@ -78,7 +79,8 @@ def main() -> None:
         },
         n_search=4,
         n_holdout=4,
-        **model,
+        model=model,
+        model_name="scripted" if args.fake else None,
     ) as search:
         summary = search.optimize(n_agents=3)  # three designs, then the holdout confirmation
         print(f"scored {summary.agents_done} designs")

@@ -23,6 +23,7 @@ from agentdesign.components import AgentSpec, Message, extract_answer
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.search import History, Proposal, mutate, register_strategy
 from agentdesign.search.checks import check_strategy
+from agentdesign.search.config import DEFAULTS
 
 
 class HillClimb(Strategy):
@@ -74,7 +75,7 @@ def main() -> None:
     # same seed and history. It raises on the first rule broken.
     check_strategy("hill_climb")
 
-    model = {"model": FakeChatModel(scripted), "model_name": "scripted"} if args.fake else {}
+    model = FakeChatModel(scripted) if args.fake else DEFAULTS["model"]
     with create_search(
         ITEMS,
         scorer=close_enough,
@@ -94,7 +95,8 @@ def main() -> None:
         },
         n_search=4,
         n_holdout=4,
-        **model,
+        model=model,
+        model_name="scripted" if args.fake else None,
     ) as search:
         search.optimize(n_agents=args.designs)  # the designs, then the holdout confirmation
         for row in search.leaderboard():
