@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from agentdesign.components import REGISTRY, AgentDesignError
+from agentdesign.components import REGISTRY, AgentDesignError, model_size
 from agentdesign.evaluators import Benchmark, check_concurrency, make_split
 from agentdesign.search.config._settings import DEFAULTS, SETTINGS
 from agentdesign.search.racing import Racing
@@ -33,8 +33,10 @@ __all__ = [
     "check_rate_limits",
     "check_seconds",
     "check_seed",
+    "choose_models",
     "default_baselines",
     "dev_task_ids",
+    "reference_why",
 ]
 
 # Seeds as numpy's generators take them (the samplers', the bootstrap's).
@@ -69,6 +71,65 @@ def check_rate_limits(retry_budget_s: float, rpm: float | None, tpm: float | Non
     for name, cap in (("rpm", rpm), ("tpm", tpm)):
         if cap is not None and not 0 < cap < math.inf:
             raise AgentDesignError(f"{name} (a minute's cap) must be positive, got {cap:g}")
+
+
+def choose_models(
+    model: str, models: Sequence[str], reference: str | None
+) -> tuple[tuple[str, ...], str | None]:
+    """The models a run searches (none: `model` alone) and the one of them its baselines run on:
+    `reference` where given, else `model` where it is not the table's default (a model named
+    twice), else the largest where every model is embedded (by its weights), else the first
+    listed. Refuses an empty or repeated name, an unknown embedded model, and a reference model
+    that is not listed."""
+    listed = tuple(models)
+    if not listed:
+        if reference is not None:
+            raise AgentDesignError(
+                f"reference model {reference!r} needs the models to search (models, --models)"
+            )
+        return (), None
+    if not all(isinstance(m, str) and m.strip() == m and m for m in listed):
+        raise AgentDesignError(f"models must be model strings, none empty, got {list(listed)!r}")
+    repeated = sorted({m for m in listed if listed.count(m) > 1})
+    if repeated:
+        raise AgentDesignError(f"models lists {', '.join(repeated)} more than once")
+    sizes = {m: model_size(m) for m in listed}  # refuses an unknown embedded model
+    named = model if model != DEFAULTS["model"] else None
+    if reference is None and named is not None:
+        if named not in listed:
+            raise AgentDesignError(
+                f"model {named!r} is not one of the models ({', '.join(listed)}): name the "
+                "models with models and the one the baselines run on with reference_model"
+            )
+        reference = named
+    if reference is None:
+        known = [size for size in sizes.values() if size is not None]
+        if len(known) == len(listed):
+            reference = max(listed, key=lambda m: sizes[m] or 0)  # ties: the first listed
+        else:
+            reference = listed[0]
+    if reference not in listed:
+        raise AgentDesignError(
+            f"reference model {reference!r} is not one of the models ({', '.join(listed)})"
+        )
+    if named is not None and named != reference:
+        raise AgentDesignError(
+            f"model {named!r} and reference model {reference!r} differ: the baselines run on "
+            "the reference model, name it once"
+        )
+    return listed, reference
+
+
+def reference_why(models: Sequence[str], reference: str) -> str:
+    """Why `reference` is the one of `models` the baselines run on, as `choose_models` chose it:
+    the largest, the first listed, or named."""
+    sizes = [model_size(m) for m in models]
+    if all(size is not None for size in sizes):
+        if reference == models[max(range(len(models)), key=lambda i: sizes[i] or 0)]:
+            return "the largest"
+    elif reference == models[0]:
+        return "the first listed"
+    return "as named"
 
 
 def _check_numbers(values: Mapping[str, Any], *, what: str) -> None:
@@ -201,10 +262,24 @@ class RunConfig:
     retry_budget_s: float = DEFAULTS["retry_budget_s"]
     rpm: float | None = DEFAULTS["rpm"]
     tpm: float | None = DEFAULTS["tpm"]
+    # The models a design may run on, a choice of the space (none: `model` alone), and the one
+    # the baselines run on, which is then the run's `model` (see `choose_models`).
+    models: Sequence[str] = DEFAULTS["models"]
+    reference_model: str | None = DEFAULTS["reference_model"]
 
     def __post_init__(self) -> None:
         """Refuses every bad setting, so that a run is never written that cannot start."""
         object.__setattr__(self, "baselines", tuple(dict(b) for b in self.baselines))
+        models, reference = choose_models(self.model, tuple(self.models), self.reference_model)
+        object.__setattr__(self, "models", models)
+        object.__setattr__(self, "reference_model", reference)
+        if reference is not None:  # the baselines, a spec file's too, run on the reference
+            object.__setattr__(self, "model", reference)
+            baselines = tuple(
+                b if b.get("spec") is None else {**b, "spec": {**b["spec"], "model": reference}}
+                for b in self.baselines
+            )
+            object.__setattr__(self, "baselines", baselines)
         check_seed(self.seed)
         check_seed(self.split.seed, name="split_seed")
         if self.task_timeout_s is not None:
@@ -252,7 +327,11 @@ class RunConfig:
             workflows = choices.get("workflow") or REGISTRY.names("workflow", opt_in=False)
             choices["workflow"] = tuple(dict.fromkeys((*workflows, "code")))
         return SearchSpace(
-            model=self.model, choices=choices, limits=self.space.limits, grid=self.space.grid
+            model=self.model,
+            choices=choices,
+            limits=self.space.limits,
+            grid=self.space.grid,
+            models=self.models,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,6 +371,7 @@ class RunConfig:
         data["grid"] = self.space.grid
         # After every older key: an older run's stored form is a prefix of a new run's
         data.update(retry_budget_s=self.retry_budget_s, rpm=self.rpm, tpm=self.tpm)
+        data.update(models=list(self.models), reference_model=self.reference_model)
         return data
 
     @classmethod
@@ -308,6 +388,8 @@ class RunConfig:
         given = settings.get("budget")
         if given is not None and _BUDGET_FIELDS & set(settings):
             raise AgentDesignError("give a budget or max_agents, max_tokens, max_minutes, not both")
+        if settings.get("models") is not None and not settings["models"]:
+            raise AgentDesignError("models must name at least one model")
         value = {**DEFAULTS, **settings}
         if isinstance(given, Budget):
             budget = given
@@ -357,6 +439,8 @@ class RunConfig:
             retry_budget_s=value["retry_budget_s"],
             rpm=value["rpm"],
             tpm=value["tpm"],
+            models=value["models"] or (),
+            reference_model=value["reference_model"],
         )
 
     @classmethod
@@ -372,6 +456,8 @@ class RunConfig:
             **data,
         }
         fields.pop("prune", None)
+        if not fields.get("models"):  # stored as [] by a run on one model
+            fields.pop("models", None)
         return cls.of(fields.pop("name"), **fields)
 
 
