@@ -276,7 +276,7 @@ def test_bad_models_are_one_line_and_write_nothing(
             assert archive.list_runs() == []
 
 
-def test_the_run_header_names_the_models_and_the_reference(
+def test_the_run_header_names_the_models_and_the_reference_and_progress_each_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from typer.testing import CliRunner
@@ -309,3 +309,4 @@ def test_the_run_header_names_the_models_and_the_reference(
         f"models searched: {SMALL}, {LARGE}; the baselines run on {SMALL} (the first listed)"
         in result.output
     )
+    assert re.search(r"design 1/2 \w{10} on openai/fake-(small|large): ", result.output)
