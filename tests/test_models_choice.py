@@ -93,6 +93,21 @@ def test_a_run_over_two_models_draws_both_and_its_baselines_run_on_the_reference
         assert RunConfig.from_dict(run.config).reference_model == LARGE
 
 
+def test_a_value_guided_search_learns_the_better_model(tmp_path: Path) -> None:
+    """mcts covers both models in its cold start (8 designs), then proposes the better one."""
+    choices = {**CHOICES, "workflow": ["single", "self_consistency"]}
+    choices["tool"] = ["none", "calculator"]
+    with Archive(str(tmp_path / "a.db")) as archive:
+        models = [SMALL, LARGE]
+        _run(archive, "learn", models=models, strategy="mcts", max_agents=16, choices=choices)
+        order = [
+            AgentSpec.from_dict(archive.get_agent(e.agent_hash).spec).model
+            for e in archive.run_evaluations("learn", role="candidate")
+        ]
+    assert len(order) == 16 and {SMALL, LARGE} <= set(order[:8])
+    assert order[8:] == [LARGE] * 8
+
+
 def test_the_reference_model_is_named_the_largest_embedded_or_the_first_listed() -> None:
     embedded = [f"embedded/{name}" for name in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")]
     embedded.append("embedded/smollm2-135m")
