@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from agentdesign.archive import Archive, EvaluationRecord, RunRecord
 from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import Benchmark, BenchmarkError, get_benchmark, make_split
-from agentdesign.search.config._config import Budget, RunConfig, dev_task_ids, reference_why
+from agentdesign.search.config._config import Budget, RunConfig, dev_task_ids
+from agentdesign.search.config._models import reference_why
 from agentdesign.search.strategies import Strategy
 
 __all__ = [
