@@ -16,7 +16,7 @@ import pytest
 from test_cli import agentdesign, assert_one_line_error
 
 from agentdesign.archive import Archive
-from agentdesign.components import AgentSpec, Message
+from agentdesign.components import AgentDesignError, AgentSpec, Message
 from agentdesign.components.export._export import load_exported_agent
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark
@@ -118,6 +118,10 @@ def test_the_reference_model_is_named_the_largest_embedded_or_the_first_listed()
     assert RunConfig.of("h", models=[SMALL, LARGE], model=LARGE).model == LARGE
     mixed = RunConfig.of("m", models=[SMALL, "embedded/qwen2.5-coder-0.5b"])
     assert mixed.model == SMALL and mixed.search_space().model_choices == (SMALL, mixed.models[1])
+    with pytest.raises(AgentDesignError, match="at least one model"):
+        RunConfig.of("none", models=[])
+    with pytest.raises(AgentDesignError, match="is not one of the models"):
+        RunConfig.of("other", models=[SMALL, LARGE], model="openai/other")
 
 
 def test_a_file_baseline_runs_on_the_reference_model() -> None:
@@ -265,7 +269,7 @@ def test_create_search_takes_models_and_a_model_function_answers_for_each(tmp_pa
     ) as search:
         models = {search.ask().spec.model for _ in range(8)}
         assert models == {small, large} and search.run.model == large
-    with pytest.raises(Exception, match="python/NAME"):
+    with pytest.raises(AgentDesignError, match="python/NAME"):
         create_search(
             model=FakeChatModel(by_model), models=[SMALL], storage=str(tmp_path / "api.db")
         )
