@@ -63,6 +63,8 @@ STORED_KEYS = [
     "retry_budget_s",
     "rpm",
     "tpm",
+    "models",
+    "reference_model",
 ]
 
 

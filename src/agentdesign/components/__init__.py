@@ -6,8 +6,8 @@ What is exported, and nothing else (the rest is internal and may change):
   `CallRecord` trace, `TaskBudget`; export with `write_export` (an `ExportedAgent` folder) and
   `render_export`;
 - models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
-  `LiteLLMChatModel`, `default_chat_model`, `check_model`, `ResponseCache`, `default_cache_dir`,
-  `sqlite_disk_full`,
+  `LiteLLMChatModel`, `default_chat_model`, `check_model`, `model_size`, `ResponseCache`,
+  `default_cache_dir`, `sqlite_disk_full`,
   `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `DEFAULT_RETRY_BUDGET_S`, `embedded_thread_choice`,
   the process's limiter of a model's calls (`rate_limiter`, a `RateLimiter`), and for a runner that
   gives up on a task, `pending_model_call` with its `PendingCall`;
@@ -44,6 +44,7 @@ from agentdesign.components._build import (
     build_agent,
     check_model,
     default_chat_model,
+    model_size,
     parse_spec,
 )
 from agentdesign.components._conformance import ConformanceError, check_component
@@ -192,6 +193,7 @@ __all__ = [
     "enable_tracing",
     "extract_answer",
     "import_litellm",
+    "model_size",
     "param",
     "parse_spec",
     "pending_model_call",

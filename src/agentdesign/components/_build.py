@@ -15,8 +15,9 @@ from agentdesign.components.llm._embedded import check_embedded_model
 from agentdesign.components.llm._limits import DEFAULT_RETRY_BUDGET_S
 from agentdesign.components.llm._llm import DEFAULT_LLM_TIMEOUT_S, LiteLLMChatModel, import_litellm
 from agentdesign.components.llm._trace import ChatModel, TaskBudget
+from agentdesign.components.llm._weights import EMBEDDED_MODELS
 
-__all__ = ["build_agent", "check_model", "default_chat_model", "parse_spec"]
+__all__ = ["build_agent", "check_model", "default_chat_model", "model_size", "parse_spec"]
 
 
 def parse_spec(data: str | Mapping[str, Any]) -> AgentSpec:
@@ -50,6 +51,19 @@ def check_model(model: str, *, api_base: str | None = None) -> None:
             "openai/gpt-4o-mini, or openai/NAME with --api-base URL for an OpenAI-compatible "
             "server (providers: https://docs.litellm.ai/docs/providers)"
         ) from None
+
+
+def model_size(model: str) -> int | None:
+    """The bytes of an embedded model's weights, which order embedded models by size; None for
+    any other model string, whose size is not known here. An unknown embedded name is refused in
+    one line, naming the known ones."""
+    if not model.startswith("embedded/"):
+        return None
+    name = model.removeprefix("embedded/")
+    if name not in EMBEDDED_MODELS:
+        known = ", ".join(f"embedded/{n}" for n in sorted(EMBEDDED_MODELS))
+        raise ModelUnavailableError(f"unknown embedded model {model!r}; known: {known}")
+    return EMBEDDED_MODELS[name].size
 
 
 def default_chat_model(

@@ -35,6 +35,7 @@ from agentdesign.components import (
 )
 from agentdesign.evaluators import Benchmark, Task
 from agentdesign.search._inputs import (
+    PYTHON_PREFIX,
     BenchmarkInput,
     ModelInput,
     Scorer,
@@ -301,6 +302,10 @@ def create_search(
       items such as `[{"question": ..., "answer": ...}]` with `scorer(output, answer) -> [0, 1]`.
     - `model`: any litellm model string; or a `ChatModel`, or a function from chat messages to the
       reply's text, whose results are archived under `python/<model_name>` (default: its name).
+    - `models=[...]` (an option): search over these models, the model a choice of the space;
+      `reference_model=` the one the baselines run on (default: the largest embedded model when
+      all are embedded, else the first listed). A `ChatModel` or function then answers for each,
+      told which in its `model` argument, and their names must start with `python/`.
     - `strategy`: a name (`agentdesign strategies`) or a `Strategy`, whose space is then the run's.
     - `space`: a preset ("quick", the default, "full", "tiny"), a JSON file of its shape, or
       {"choices": ..., "limits": ...}.
@@ -311,6 +316,14 @@ def create_search(
     """
     bench = benchmark_from(benchmark, scorer)
     llm, model_string = model_from(model, model_name)
+    listed = options.get("models")
+    if llm is not None and listed:
+        outside = [m for m in listed if not (isinstance(m, str) and from_python(m))]
+        if outside:
+            raise AgentDesignError(
+                f"a model function answers for models named {PYTHON_PREFIX}NAME, so that its "
+                f"replies are never archived as another model's; got {', '.join(map(str, outside))}"
+            )
     if isinstance(strategy, Strategy):
         if space is not None:
             raise AgentDesignError("give a space or a Strategy (which holds its space), not both")
@@ -319,11 +332,6 @@ def create_search(
             "limits": strategy.space.limits,
             "grid": strategy.space.grid,
         }
-        if strategy.space.model != model_string:
-            raise AgentDesignError(
-                f"the strategy's space is for model {strategy.space.model!r}, the search's model "
-                f"is {model_string!r}: build it with SearchSpace(model={model_string!r}, ...)"
-            )
         narrowing = {**narrowing, "objective": strategy.objective}
     else:
         narrowing = space_from(space)
@@ -333,14 +341,17 @@ def create_search(
     fields = {
         "name": name or time.strftime("search-%Y%m%d-%H%M%S"),
         "benchmark": bench.reference,
-        "model": model_string,
         "strategy": strategy_label(strategy),
         "n_search": n_search,
         "n_holdout": n_holdout,
         "seed": seed,
         **narrowing,
     }
+    if llm is None or not listed:  # a model function over `models` answers for each of them
+        fields["model"] = model_string
     config = run_config_from(fields, options)
+    if isinstance(strategy, Strategy):
+        _check_strategy_models(strategy, config)
     archive, owned = open_archive(storage, create=True)
     try:
         given = strategy if isinstance(strategy, Strategy) else None
@@ -350,6 +361,23 @@ def create_search(
             archive.close()
         raise
     return Search(archive=archive, engine=engine, owns_archive=owned)
+
+
+def _check_strategy_models(strategy: Strategy, config: RunConfig) -> None:
+    """Refuses a strategy whose space runs its designs on other models than the search's."""
+    space = strategy.space
+    searched = tuple(config.models) or (config.model,)
+    if space.model != config.model:
+        raise AgentDesignError(
+            f"the strategy's space is for model {space.model!r}, the search's model is "
+            f"{config.model!r}: build it with SearchSpace(model={config.model!r}, ...)"
+        )
+    if space.model_choices != searched:
+        raise AgentDesignError(
+            f"the strategy's space searches the models {list(space.model_choices)}, the search "
+            f"{list(searched)}: build it with SearchSpace(model={config.model!r}, "
+            f"models={list(config.models)!r}, ...)"
+        )
 
 
 def load_search(
@@ -373,7 +401,7 @@ def load_search(
         llm = None
         if model is not None:
             llm, model_string = model_from(model, model_name)
-            if model_string != config.model:
+            if model_string != config.model and not config.models:
                 raise AgentDesignError(
                     f"run {name} was searched with model {config.model!r}, not {model_string!r}"
                 )

@@ -4,6 +4,7 @@ response for a design it proposed."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -142,20 +143,21 @@ def print_leaderboard(
             if value is not None
         )
     summaries = [p.search for p in placings] + [p.holdout for p in placings if p.holdout]
+    model_column = ("model",) if _many_models(run, placings) else ()
     # Borderless, so that the scores fit 80 columns whole and the designs get half of them.
     style: dict[str, Any] = {"show_edge": False, "pad_edge": False, "collapse_padding": True}
     scores = Table(caption=interval_caption(summaries), box=box.SIMPLE_HEAD, **style)
     designs = Table(box=box.SIMPLE_HEAD, **style)
     for table, columns in (
         (scores, ("#", "agent", "search (95% CI)", "n", "holdout (95% CI)", "n", "gap")),
-        (designs, ("agent", "tokens/item", "s/item", "cost $", "design")),
+        (designs, ("agent", "tokens/item", "s/item", "cost $", *model_column, "design")),
     ):
         for column in columns:
-            left = column in ("agent", "design")
+            left = column in ("agent", "model", "design")
             table.add_column(
                 column,
                 justify="left" if left else "right",
-                no_wrap=column != "design",
+                no_wrap=column not in ("model", "design"),
                 overflow="fold",  # a long design breaks across lines, never cut short
             )
     for p in placings:
@@ -171,13 +173,11 @@ def print_leaderboard(
             "-" if p.holdout is None else str(p.holdout.n),
             "-" if p.gap is None else f"{p.gap:+.3f}",
         )
-        designs.add_row(
-            agent,
-            f"{p.tokens_per_item:,.0f}",
-            f"{p.s_per_item:.1f}",
-            f"{p.row.cost:.4f}",
-            escape(AgentSpec.from_dict(p.row.spec).describe()),
-        )
+        spec = AgentSpec.from_dict(p.row.spec)
+        cells = [agent, f"{p.tokens_per_item:,.0f}", f"{p.s_per_item:.1f}", f"{p.row.cost:.4f}"]
+        if model_column:
+            cells.append(escape(spec.model))
+        designs.add_row(*cells, escape(spec.describe()))
     console.print(f"[bold]{escape(title)}[/]")  # not the table's title: that wraps at its width
     console.print(scores)
     if any(p.holdout for p in placings):
@@ -186,6 +186,14 @@ def print_leaderboard(
         console.print("* exploratory: scored on the holdout after the winner was fixed, no verdict")
     console.print("\n[bold]the designs: cost and components[/]")
     console.print(designs)
+
+
+def _many_models(run: RunRecord | None, placings: Sequence[_Placing]) -> bool:
+    """Whether the designs listed run on several models, or their run searched several: each
+    design's model is then listed beside it."""
+    searched = () if run is None else run.config.get("models") or ()
+    models = {str(p.row.spec.get("model")) for p in placings}
+    return len(searched) > 1 or len(models) > 1
 
 
 def leaderboard_json(

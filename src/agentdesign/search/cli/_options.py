@@ -97,11 +97,14 @@ class RunOptions:
         }
 
     def config(self, name: str) -> RunConfig:
-        """The run these options start; `--baseline` files are read here, as specs."""
+        """The run these options start; `--baseline` files are read here, as specs, and
+        `--models` split at its commas."""
         values = dict(self.values)
         baselines = values.pop("baselines")
         if baselines is not None:
             values["baselines"] = _baselines(baselines)
+        if values["models"] is not None:
+            values["models"] = [model.strip() for model in values["models"].split(",")]
         return RunConfig.of(name, **values)
 
 

@@ -70,6 +70,7 @@ class ProgressReporter(Reporter):
         self.run = run
         config = RunConfig.from_dict(run.config)
         self.budget: Budget = self.given_budget or config.budget
+        self.many_models = len(config.models) > 1  # each design's model is then named
         built_in = {b["label"] for b in config.baselines if b.get("spec") is None}
         # cot-sc takes its samples from CoT's cost, so CoT is scored too even when not asked for.
         extra_cot = "cot-sc" in built_in and "cot" not in built_in
@@ -105,7 +106,8 @@ class ProgressReporter(Reporter):
         self.progress.reset(
             self.current, total=n_tasks, completed=n_done, visible=True, description=label
         )
-        self.progress.update(self.current, info=spec.describe(), tail=f"{self.tokens:,} tokens")
+        info = f"{spec.model}: {spec.describe()}" if self.many_models else spec.describe()
+        self.progress.update(self.current, info=info, tail=f"{self.tokens:,} tokens")
         self._update_eta()
 
     def search_call_started(self, purpose: str) -> None:
@@ -135,7 +137,7 @@ class ProgressReporter(Reporter):
         searched = split == "search" and set(evaluation.task_ids) == set(self.run.search_task_ids)
         if split == "holdout" or searched:
             scored = summarize([r.score for r in self.archive.task_results(evaluation.id).values()])
-            agent = spec.spec_hash[:10]
+            agent = spec.spec_hash[:10] + (f" on {spec.model}" if self.many_models else "")
             if split == "holdout":
                 self.holdout_done += 1
                 # a baseline the run will not score (cot-sc below 3 samples' worth of the

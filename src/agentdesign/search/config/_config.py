@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from agentdesign.components import REGISTRY, AgentDesignError
 from agentdesign.evaluators import Benchmark, check_concurrency, make_split
+from agentdesign.search.config._models import choose_models
 from agentdesign.search.config._settings import DEFAULTS, SETTINGS
 from agentdesign.search.racing import Racing
 from agentdesign.search.space import SearchSpace
@@ -201,10 +202,24 @@ class RunConfig:
     retry_budget_s: float = DEFAULTS["retry_budget_s"]
     rpm: float | None = DEFAULTS["rpm"]
     tpm: float | None = DEFAULTS["tpm"]
+    # The models a design may run on, a choice of the space (none: `model` alone), and the one
+    # the baselines run on, which is then the run's `model` (see `choose_models`).
+    models: Sequence[str] = DEFAULTS["models"]
+    reference_model: str | None = DEFAULTS["reference_model"]
 
     def __post_init__(self) -> None:
         """Refuses every bad setting, so that a run is never written that cannot start."""
         object.__setattr__(self, "baselines", tuple(dict(b) for b in self.baselines))
+        models, reference = choose_models(self.model, tuple(self.models), self.reference_model)
+        object.__setattr__(self, "models", models)
+        object.__setattr__(self, "reference_model", reference)
+        if reference is not None:  # the baselines, a spec file's too, run on the reference
+            object.__setattr__(self, "model", reference)
+            baselines = tuple(
+                b if b.get("spec") is None else {**b, "spec": {**b["spec"], "model": reference}}
+                for b in self.baselines
+            )
+            object.__setattr__(self, "baselines", baselines)
         check_seed(self.seed)
         check_seed(self.split.seed, name="split_seed")
         if self.task_timeout_s is not None:
@@ -252,7 +267,11 @@ class RunConfig:
             workflows = choices.get("workflow") or REGISTRY.names("workflow", opt_in=False)
             choices["workflow"] = tuple(dict.fromkeys((*workflows, "code")))
         return SearchSpace(
-            model=self.model, choices=choices, limits=self.space.limits, grid=self.space.grid
+            model=self.model,
+            choices=choices,
+            limits=self.space.limits,
+            grid=self.space.grid,
+            models=self.models,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -292,6 +311,7 @@ class RunConfig:
         data["grid"] = self.space.grid
         # After every older key: an older run's stored form is a prefix of a new run's
         data.update(retry_budget_s=self.retry_budget_s, rpm=self.rpm, tpm=self.tpm)
+        data.update(models=list(self.models), reference_model=self.reference_model)
         return data
 
     @classmethod
@@ -308,6 +328,8 @@ class RunConfig:
         given = settings.get("budget")
         if given is not None and _BUDGET_FIELDS & set(settings):
             raise AgentDesignError("give a budget or max_agents, max_tokens, max_minutes, not both")
+        if settings.get("models") is not None and not settings["models"]:
+            raise AgentDesignError("models must name at least one model")
         value = {**DEFAULTS, **settings}
         if isinstance(given, Budget):
             budget = given
@@ -357,6 +379,8 @@ class RunConfig:
             retry_budget_s=value["retry_budget_s"],
             rpm=value["rpm"],
             tpm=value["tpm"],
+            models=value["models"] or (),
+            reference_model=value["reference_model"],
         )
 
     @classmethod
@@ -372,6 +396,8 @@ class RunConfig:
             **data,
         }
         fields.pop("prune", None)
+        if not fields.get("models"):  # stored as [] by a run on one model
+            fields.pop("models", None)
         return cls.of(fields.pop("name"), **fields)
 
 

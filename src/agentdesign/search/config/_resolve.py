@@ -149,7 +149,8 @@ def resolve(
         )
     if run is None:
         if llm is None:
-            check_model(config.model, api_base=config.api_base)
+            for model in config.models or (config.model,):
+                check_model(model, api_base=config.api_base)
             if config.meta.model and config.meta_period:
                 check_model(config.meta.model, api_base=config.api_base)
         items = draw_items(benchmark, config)  # refused here, before writing, if the pool is small

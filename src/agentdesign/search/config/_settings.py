@@ -189,6 +189,23 @@ SETTINGS: tuple[Setting, ...] = (
     # Token caps, sample counts and temperatures are searched on a coarse grid (see SearchSpace),
     # so two designs never differ only by noise.
     Setting("grid", True),
+    # The model as a choice of the design space: the models a design may run on (none: `model`
+    # alone), and the one the baselines run on (the run's `model`), by default the largest.
+    Setting(
+        "models",
+        (),
+        "search over these models too, litellm model strings separated by commas: the model "
+        "becomes a choice of the design space (default: --model alone)",
+        type=str | None,
+        cli_default=None,
+    ),
+    Setting(
+        "reference_model",
+        None,
+        "with --models: the one of them the baselines run on (default: the largest embedded "
+        "model when all are embedded, else the first listed)",
+        type=str | None,
+    ),
 )
 
 DEFAULTS: Mapping[str, Any] = MappingProxyType({s.name: s.default for s in SETTINGS})

@@ -18,6 +18,7 @@ from agentdesign.archive import Archive, EvaluationRecord, RunRecord
 from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import Benchmark, BenchmarkError, get_benchmark, make_split
 from agentdesign.search.config._config import Budget, RunConfig, dev_task_ids
+from agentdesign.search.config._models import reference_why
 from agentdesign.search.strategies import Strategy
 
 __all__ = [
@@ -252,5 +253,10 @@ def run_header(
             f"{config.strategy} draws its first {start_up.n_designs} designs {start_up.drawn} "
             f"and the budget is {agents}: {start_up.so} (a budget above "
             f"{start_up.n_designs} designs gets past them)"
+        )
+    if config.models:
+        lines.append(
+            f"models searched: {', '.join(config.models)}; the baselines run on {config.model} "
+            f"({reference_why(config.models, config.model)})"
         )
     return lines

@@ -36,8 +36,15 @@ def write_report(archive: Archive, run_name: str, path: Path) -> None:
     run = load_run(archive, run_name)
     record = run.record
     totals = archive.run_totals(run_name)
+    models = record.config.get("models") or ()
+    on = (
+        f"<code>{escape(record.model)}</code>"
+        if len(models) < 2
+        else ", ".join(f"<code>{escape(m)}</code>" for m in models)
+        + f" (the baselines on <code>{escape(record.model)}</code>)"
+    )
     meta = (
-        f"{escape(record.benchmark)} on <code>{escape(record.model)}</code>, strategy "
+        f"{escape(record.benchmark)} on {on}, strategy "
         f"{escape(record.strategy)}: {len(run.order)} designs scored on "
         f"{len(record.search_task_ids)} search items, {len(record.holdout_task_ids)} holdout "
         "items held back; "

@@ -26,6 +26,7 @@ class Design:
     scores: Mapping[str, float]  # task id -> score
     summary: ScoreSummary
     spec: AgentSpec | None  # None: a component this version of agentdesign no longer has
+    show_model: bool = False  # its run's designs run on several models: its own is named
 
     @property
     def short(self) -> str:
@@ -40,6 +41,7 @@ class Design:
         return "<br>".join(
             [
                 f"<b>{self.short}</b>",
+                *([f"on {escape(self.spec.model)}"] if self.show_model and self.spec else []),
                 *(escape(part) for part in components_of(self.spec)),
                 f"score {interval(self.summary)}",
                 f"{self.tokens_per_item:,.0f} tokens per item",
@@ -59,21 +61,21 @@ class Run:
     verdict: RunVerdict
     front: frozenset[int]  # evaluation ids on the search Pareto front
     proposals: Sequence[ProposalRecord]  # the meta agent's, oldest first; empty without one
+    many_models: bool  # the run searched several models, or its designs run on several
 
 
 def load_run(archive: Archive, run_name: str) -> Run:
     """Reads everything the report shows, once: each evaluation's task scores feed four views."""
     record = archive.get_run(run_name)
     roles = archive.run_roles(run_name)
-    ranked = [
-        _design(archive, row) for row in archive.leaderboard(run_name=run_name, limit=1_000_000)
-    ]
+    searched = archive.leaderboard(run_name=run_name, limit=1_000_000)
+    held = archive.leaderboard(run_name=run_name, split="holdout", limit=1_000_000)
+    models = {row.spec.get("model") for row in (*searched, *held)}
+    many = len(record.config.get("models") or ()) > 1 or len(models) > 1
+    ranked = [_design(archive, row, show_model=many) for row in searched]
     by_id = {design.row.evaluation_id: design for design in ranked}
     taken = dict.fromkeys(e.id for e in archive.run_evaluations(run_name, split="search"))
-    holdout = {
-        row.agent_hash: _design(archive, row)
-        for row in archive.leaderboard(run_name=run_name, split="holdout", limit=1_000_000)
-    }
+    holdout = {row.agent_hash: _design(archive, row, show_model=many) for row in held}
     return Run(
         record=record,
         order=[by_id[i] for i in taken if i in by_id],
@@ -85,14 +87,16 @@ def load_run(archive: Archive, run_name: str) -> Run:
         verdict=run_verdict(archive, run_name),
         front=frozenset(row.evaluation_id for row in archive.pareto(run_name=run_name)),
         proposals=archive.proposals(run_name),
+        many_models=many,
     )
 
 
-def _design(archive: Archive, row: LeaderboardRow) -> Design:
+def _design(archive: Archive, row: LeaderboardRow, *, show_model: bool) -> Design:
     results = archive.task_results(row.evaluation_id)
     scores = {task: outcome.score for task, outcome in results.items()}
     summary = summarize(list(scores.values()))
-    return Design(row=row, scores=scores, summary=summary, spec=parse_spec(row.spec))
+    spec = parse_spec(row.spec)
+    return Design(row=row, scores=scores, summary=summary, spec=spec, show_model=show_model)
 
 
 def skip(reason: str) -> str:

@@ -61,8 +61,9 @@ def leaderboard_table(run: Run) -> str:
             )
     more = len(run.ranked) - MOST_ROWS
     note = f"<p class='note'>{more} lower-ranked designs not shown.</p>" if more > 0 else ""
+    model = "<th>model</th>" if run.many_models else ""
     return (
-        "<table><thead><tr><th>#</th><th>design</th><th>components</th>"
+        f"<table><thead><tr><th>#</th><th>design</th>{model}<th>components</th>"
         "<th>search score</th><th>tokens / item</th><th>holdout score</th><th>gap</th></tr>"
         f"</thead><tbody>{''.join(rows)}</tbody></table>{note}"
     )
@@ -70,7 +71,8 @@ def leaderboard_table(run: Run) -> str:
 
 def _table_row(rank: str, name: str, design: Design, search: str, holdout: str, gap: str) -> str:
     components = escape(" + ".join(components_of(design.spec)))
-    cells = [rank, name, components, search, f"{design.tokens_per_item:,.0f}", holdout, gap]
+    model = [escape(str(design.row.spec.get("model")))] if design.show_model else []
+    cells = [rank, name, *model, components, search, f"{design.tokens_per_item:,.0f}", holdout, gap]
     anchor = _anchor(design.row.agent_hash)
     return f'<tr id="{anchor}">' + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>"
 

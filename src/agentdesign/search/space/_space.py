@@ -42,7 +42,7 @@ PROMPTS_ATTR = "prompts"
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """Which components and parameters a search may choose, for one model.
+    """Which components and parameters a search may choose, and on which models.
 
     Each slot's component is a categorical choice; each searchable parameter of the chosen component
     is suggested under its nested name (`workflow__n_samples`), so the space is conditional and
@@ -52,14 +52,22 @@ class SearchSpace:
     With `grid`, a numeric parameter takes at most five evenly spaced values from its low end:
     designs that differ by 137 versus 140 tokens only make noise, and would spend the budget on
     the same design twice.
+
+    Every design runs on `model`, unless `models` names several: the model is then one more
+    categorical choice ("model"), asked after the slots, so that a space of one model asks, and
+    draws, exactly what it always did.
     """
 
     model: str
     choices: Mapping[str, Sequence[str]] = field(default_factory=dict)
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     grid: bool = False
+    models: Sequence[str] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(self.models))
+        if self.models and self.model not in self.models:
+            raise SpecError(f"the space's model {self.model!r} is not one of its models")
         for slot, names in self.choices.items():
             if slot not in SLOTS:
                 raise SpecError(f"unknown slot '{slot}' in the search space (slots: {SLOTS})")
@@ -79,6 +87,16 @@ class SearchSpace:
                 raise SpecError(f"unknown parameter '{key}' in the search space limits")
             if low > high:
                 raise SpecError(f"limits for '{key}' are empty: {low} > {high}")
+
+    @property
+    def model_choices(self) -> tuple[str, ...]:
+        """The models a design of this space may run on: `models`, else `model` alone."""
+        return tuple(self.models) or (self.model,)
+
+    @property
+    def searches_models(self) -> bool:
+        """Whether the model is a choice of this space (it names more than one)."""
+        return len(self.model_choices) > 1
 
     def components(self, slot: str) -> tuple[str, ...]:
         """The slot's choices: as narrowed, else every registered component but opt-in ones."""
@@ -120,7 +138,11 @@ class SearchSpace:
                 if info.searchable:
                     params[info.name] = self._suggest_param(trial, slot, info)
             components[slot] = {"name": name, "params": params}
-        spec = AgentSpec.create(model=self.model, **components)
+        model = self.model
+        if self.searches_models:
+            model = trial.suggest_categorical("model", list(self.model_choices))
+        assert isinstance(model, str)
+        spec = AgentSpec.create(model=model, **components)
         prompts = trial.user_attrs.get(PROMPTS_ATTR) or {}
         known = prompt_params(spec)
         return spec.set_params(**{k: v for k, v in prompts.items() if k in known})
@@ -163,13 +185,19 @@ class SearchSpace:
             for info in component.param_info():
                 if info.searchable:
                     params[f"{slot}__{info.name}"] = getattr(component, info.name)
+        if self.searches_models:
+            params["model"] = spec.model
         return params
 
     def sample(
-        self, rng: np.random.Generator, components: Mapping[str, str] | None = None
+        self,
+        rng: np.random.Generator,
+        components: Mapping[str, str] | None = None,
+        *,
+        model: str | None = None,
     ) -> AgentSpec:
         """A random spec, uniform per choice (log-uniform for log ranges), with `components`
-        fixed where given; strategies draw from it without an optuna trial."""
+        (and the `model`) fixed where given; strategies draw from it without an optuna trial."""
         chosen = dict(components or {})
         slots: dict[str, Any] = {}
         for slot in SLOTS:
@@ -181,7 +209,10 @@ class SearchSpace:
                 if info.searchable
             }
             slots[slot] = {"name": name, "params": params}
-        return AgentSpec.create(model=self.model, **slots)
+        if model is None:
+            options = self.model_choices
+            model = options[int(rng.integers(len(options)))] if len(options) > 1 else self.model
+        return AgentSpec.create(model=model, **slots)
 
     def sample_param(self, slot: str, info: ParamInfo, rng: np.random.Generator) -> Any:
         """One value of a searchable parameter, drawn as `_suggest_param` would ask optuna."""
@@ -204,7 +235,7 @@ class SearchSpace:
 
     def contains(self, spec: AgentSpec) -> bool:
         """Whether `spec` is a design of this space (its model, components and ranges)."""
-        if spec.model != self.model:
+        if spec.model not in self.model_choices:
             return False
         for slot in SLOTS:
             component = spec[slot]
@@ -218,8 +249,8 @@ class SearchSpace:
         return True
 
     def size_hint(self) -> int:
-        """The number of distinct component combinations (parameters not counted)."""
-        total = 1
+        """The number of distinct component and model combinations (parameters not counted)."""
+        total = len(self.model_choices)
         for slot in SLOTS:
             total *= len(self.components(slot))
         return total

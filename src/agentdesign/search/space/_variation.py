@@ -12,17 +12,25 @@ from agentdesign.search.space._space import SearchSpace
 
 __all__ = ["crossover", "merge_prompts", "mutate", "pairwise_design"]
 
+_MODEL = "model"  # the model, where the space searches models, beside the slots
+
 
 def mutate(spec: AgentSpec, space: SearchSpace, rng: np.random.Generator) -> AgentSpec:
-    """One change: another component in one slot (half the time, where the slot has another), or
-    one searchable parameter redrawn."""
+    """One change: another component in one slot, or another model where the space searches
+    models (half the time, where the slot has another), or one searchable parameter redrawn."""
     slots = [s for s in SLOTS if len(space.components(s)) > 1]
+    if space.searches_models:
+        slots.append(_MODEL)
     if slots and rng.random() < 0.5:
         slot = slots[int(rng.integers(len(slots)))]
+        if slot == _MODEL:
+            models = [m for m in space.model_choices if m != spec.model]
+            model = models[int(rng.integers(len(models)))]
+            return AgentSpec(model=model, components=spec.components)
         others = [n for n in space.components(slot) if n != spec[slot].name]
         name = others[int(rng.integers(len(others)))]
         fixed = {s: spec[s].name for s in SLOTS}
-        fresh = space.sample(rng, components={**fixed, slot: name})
+        fresh = space.sample(rng, components={**fixed, slot: name}, model=spec.model)
         return AgentSpec(model=spec.model, components={**spec.components, slot: fresh[slot]})
     tunable = [
         (slot, info) for slot in SLOTS for info in spec[slot].param_info() if info.searchable
@@ -37,12 +45,14 @@ def crossover(
     a: AgentSpec, b: AgentSpec, rng: np.random.Generator, *, n_slots: int | None = None
 ) -> AgentSpec:
     """`a` with whole components (and their parameters) taken from `b`: in `n_slots` random slots,
-    or each slot with even odds when `n_slots` is None (uniform crossover)."""
+    or each slot with even odds when `n_slots` is None (uniform crossover); where the two run on
+    different models, `b`'s with even odds."""
     if n_slots is None:
         taken = [slot for slot in SLOTS if rng.random() < 0.5]
     else:
         taken = list(rng.choice(list(SLOTS), size=n_slots, replace=False))
-    return AgentSpec(model=a.model, components={s: (b if s in taken else a)[s] for s in SLOTS})
+    model = b.model if a.model != b.model and rng.random() < 0.5 else a.model
+    return AgentSpec(model=model, components={s: (b if s in taken else a)[s] for s in SLOTS})
 
 
 def merge_prompts(a: AgentSpec, b: AgentSpec) -> AgentSpec:
@@ -64,22 +74,22 @@ def merge_prompts(a: AgentSpec, b: AgentSpec) -> AgentSpec:
 def pairwise_design(
     space: SearchSpace, rng: np.random.Generator, *, given: Sequence[AgentSpec] = ()
 ) -> list[AgentSpec]:
-    """A small set of designs in which every pair of components (of two slots) appears at least
-    once, beside the `given` designs: a greedy covering array (AETG), each row completed with
-    random parameters."""
-    levels = [space.components(slot) for slot in SLOTS]
+    """A small set of designs in which every pair of components (of two slots, or a slot and the
+    model where the space searches models) appears at least once, beside the `given` designs: a
+    greedy covering array (AETG), each row completed with random parameters."""
+    factors = (*SLOTS, _MODEL) if space.searches_models else SLOTS
+    levels = [space.model_choices if f == _MODEL else space.components(f) for f in factors]
+    n = len(factors)
     uncovered = {
         (i, a, j, b)
-        for i in range(len(SLOTS))
-        for j in range(i + 1, len(SLOTS))
+        for i in range(n)
+        for j in range(i + 1, n)
         for a in levels[i]
         for b in levels[j]
     }
     for spec in given:
-        names = [spec[slot].name for slot in SLOTS]
-        uncovered -= {
-            (i, names[i], j, names[j]) for i in range(len(SLOTS)) for j in range(i + 1, len(SLOTS))
-        }
+        names = [spec.model if f == _MODEL else spec[f].name for f in factors]
+        uncovered -= {(i, names[i], j, names[j]) for i in range(n) for j in range(i + 1, n)}
 
     def gain(row: dict[int, str]) -> int:
         return sum((i, row[i], j, row[j]) in uncovered for i in row for j in row if i < j)
@@ -90,7 +100,7 @@ def pairwise_design(
         for _ in range(20):
             i, a, j, b = sorted(uncovered)[int(rng.integers(len(uncovered)))]
             row = {i: a, j: b}
-            for k in rng.permutation(len(SLOTS)):
+            for k in rng.permutation(n):
                 if int(k) not in row:
                     options = list(levels[int(k)])
                     rng.shuffle(options)
@@ -99,4 +109,9 @@ def pairwise_design(
                 best = row
         rows.append(best)
         uncovered -= {(i, best[i], j, best[j]) for i in best for j in best if i < j}
-    return [space.sample(rng, components={SLOTS[i]: n for i, n in row.items()}) for row in rows]
+    designs = []
+    for row in rows:
+        named = {factors[i]: name for i, name in row.items()}
+        model = named.pop(_MODEL, None)
+        designs.append(space.sample(rng, components=named, model=model))
+    return designs

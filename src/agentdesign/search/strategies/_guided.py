@@ -100,7 +100,11 @@ class GuidedStrategy(Strategy):
         if key == self._fitted_on:
             return
         # the prior's rows (other benchmarks and models) inform, but do not outvote, the run's own
-        domain = Domain(description=history.description, model=self.space.model)
+        domain = Domain(
+            description=history.description,
+            model=self.space.model,
+            models=self.space.model_choices if self.space.searches_models else (),
+        )
         self._score_model = ValueModel(seed=self.seed, domain=domain).fit(rows)
         if self.objective == "score-cost":
             costs = [replace(r, score=math.log1p(r.tokens_per_item)) for r in rows]

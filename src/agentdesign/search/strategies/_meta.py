@@ -304,7 +304,8 @@ class MetaAgent:
                 "Designs tried: 1 is the one to improve, then the best others, then weaker ones "
                 "(search score on its items, tokens per item):"
             )
-            parts += [f"{n}. {_shown_line(s)}" for n, s in enumerate(shown, start=1)]
+            with_model = self.space.searches_models
+            parts += [f"{n}. {_shown_line(s, with_model)}" for n, s in enumerate(shown, start=1)]
             parent = shown[0].spec["workflow"]
             if parent.name == CodeWorkflow.name:
                 parts.append(
@@ -338,6 +339,8 @@ class MetaAgent:
                 listed = "; ".join(p for p in params if p)
                 entries.append(f"{name} ({about})" + (f" [{listed}]" if listed else ""))
             lines.append(f"{slot}: " + " | ".join(entries))
+        if self.space.searches_models:
+            lines.append("model (the model the agent calls): " + " | ".join(self.space.models))
         return "\n".join(lines)
 
     def _param_range(self, slot: str, info: ParamInfo) -> str:
@@ -401,14 +404,17 @@ def item_front(scores: Mapping[str, Mapping[str, float]]) -> dict[str, int]:
     }
 
 
-def _shown_line(shown: _Shown) -> str:
+def _shown_line(shown: _Shown, with_model: bool) -> str:
     items = f" on {shown.n_items} items" if shown.n_items else ""
     tokens = (
         f", {shown.tokens_per_item:.0f} tokens per item"
         if shown.tokens_per_item is not None
         else ""
     )
-    return f"score {shown.score:.2f}{items}{tokens}: {json.dumps(_compact(shown.spec))}"
+    design = _compact(shown.spec)
+    if with_model:  # the run searches models: each design names its own
+        design["model"] = shown.spec.model
+    return f"score {shown.score:.2f}{items}{tokens}: {json.dumps(design)}"
 
 
 def _compact(spec: AgentSpec) -> dict[str, Any]:

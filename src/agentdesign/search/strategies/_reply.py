@@ -110,11 +110,19 @@ class DesignReader:
         and noted in `notes`: a parameter the component does not have is left out, a new prompt
         that drops its output format or copies a shown task keeps its original text, a name's
         case is corrected. A component the space does not hold, or a value of the wrong kind, is
-        refused."""
-        unknown = sorted(set(design) - set(SLOTS))
+        refused. Where the space searches models, the design may name its "model" too (else
+        it keeps the parent's)."""
+        keys = (*SLOTS, "model") if self.space.searches_models else SLOTS
+        unknown = sorted(set(design) - set(keys))
         if unknown:
-            raise ValueError(f"unknown slot(s) {', '.join(unknown)} (slots: {', '.join(SLOTS)})")
+            raise ValueError(f"unknown slot(s) {', '.join(unknown)} (slots: {', '.join(keys)})")
         base = parent if parent is not None else AgentSpec.create(model=self.space.model)
+        model = design.get("model", base.model)
+        if model not in self.space.model_choices:
+            raise ValueError(
+                f"model {clip(repr(model), 80)} is not in the run's space "
+                f"(models: {', '.join(self.space.model_choices)})"
+            )
         components: dict[str, Any] = {}
         for slot in SLOTS:
             raw = design.get(slot)
@@ -125,7 +133,7 @@ class DesignReader:
                 components[slot] = inherited
                 continue
             components[slot] = self._component(slot, raw, failed, source, notes, base[slot])
-        spec = self._on_grid(AgentSpec(model=self.space.model, components=components))
+        spec = self._on_grid(AgentSpec(model=model, components=components))
         if not self.space.contains(spec):
             raise ValueError("the design is outside the run's space")
         return spec

@@ -1,10 +1,11 @@
-"""The predictive value model: an agent's score on a benchmark with an uncertainty,, quickly.
+"""The predictive value model: an agent's score on a benchmark with an uncertainty, quickly.
 
 It screens candidate designs so that only the promising few get a real, slow evaluation; it never
 picks a winner (real scores do). Features are the design (one-hot components, scaled parameters,
 pairwise component interactions), hashed words and word pairs of the prompts a design rewrote (so
 rewritten and model-written designs can be screened), hashed words of the benchmark description
-and the model string, so one model learns across benchmarks and a new benchmark starts warm.
+and the model string, so one model learns across benchmarks and a new benchmark starts warm; in
+a run over several models, also which of them a design runs on, alone and with each component.
 
 Rows of other benchmarks or models (the archive's prior) share the design's effects with the
 run's own rows but do not impose them: for a run's `Domain` (its benchmark and model) every design
@@ -80,17 +81,23 @@ class Domain:
 
     `scale` is how large the domain's own effects may be against those it shares with the prior
     (the scale of the ridge's domain-only features: its one prior on every weight then allows
-    them `scale` times the shared ones' spread); bench/value_prior.py measures it (--scales)."""
+    them `scale` times the shared ones' spread); bench/value_prior.py measures it (--scales).
+
+    `models` are the models a run searches when it searches several (`model` among them): rows
+    on any of them are the domain's, and the design features tell those models apart (see
+    `design_features`), so that the fit learns each model's own effects."""
 
     description: str
     model: str
     scale: float = 2.0
+    models: tuple[str, ...] = ()
 
     def holds(self, specs: Sequence[AgentSpec], descriptions: Sequence[str]) -> np.ndarray:
         """1.0 for each design of this domain, 0.0 for the others, as a column."""
+        models = self.models or (self.model,)
         return np.array(
             [
-                [float(d == self.description and s.model == self.model)]
+                [float(d == self.description and s.model in models)]
                 for s, d in zip(specs, descriptions, strict=True)
             ]
         ).reshape(len(specs), 1)
@@ -200,13 +207,20 @@ def _rewritten_text(spec: AgentSpec) -> str:
 
 
 def design_features(
-    specs: Sequence[AgentSpec], descriptions: Sequence[str] | str = ""
+    specs: Sequence[AgentSpec],
+    descriptions: Sequence[str] | str = "",
+    *,
+    models: Sequence[str] = (),
 ) -> np.ndarray:
     """One row per spec: components, parameters, component pairs, rewritten prompts' words and
-    word pairs, description and model words.
+    word pairs, description and model words; where `models` names several (the models a run
+    searches), then which of them the design runs on and that model with each component.
 
     `descriptions` is the benchmark's description, one for all specs or one per spec. A parameter
-    of a component the spec does not use is 0, so it only matters under its component.
+    of a component the spec does not use is 0, so it only matters under its component. The
+    model's words alone can collide in their few hashed columns (and cannot say that a component
+    helps one model more than another): the model choice's own columns can, and a run on one
+    model has none, so its features are what they always were.
     """
     layout = _layout()
     onehot = np.zeros((len(specs), layout.n_components))
@@ -225,14 +239,19 @@ def design_features(
     index = {text: i for i, text in enumerate(dict.fromkeys(texts))}
     hashed = _text_hasher(_TEXT_FEATURES).transform(list(index)).toarray()
     text = hashed[[index[t] for t in texts]].reshape(len(specs), _TEXT_FEATURES)
-    models = {model: i for i, model in enumerate(dict.fromkeys(s.model for s in specs))}
-    hashed_models = _text_hasher(_MODEL_FEATURES).transform(list(models)).toarray()
-    model = hashed_models[[models[s.model] for s in specs]].reshape(len(specs), _MODEL_FEATURES)
+    named = {model: i for i, model in enumerate(dict.fromkeys(s.model for s in specs))}
+    hashed_models = _text_hasher(_MODEL_FEATURES).transform(list(named)).toarray()
+    model = hashed_models[[named[s.model] for s in specs]].reshape(len(specs), _MODEL_FEATURES)
     prompts = [_rewritten_text(s) for s in specs]
     rewritten = np.zeros((len(specs), _PROMPT_FEATURES))
     if any(prompts):
         rewritten = _text_hasher(_PROMPT_FEATURES, ngrams=2).transform(prompts).toarray()
-    return np.hstack([onehot, values, pairs, rewritten, text, model])
+    parts = [onehot, values, pairs, rewritten, text, model]
+    if len(models) > 1:
+        chosen = np.array([[float(s.model == m) for m in models] for s in specs])
+        per_model = (chosen[:, :, None] * onehot[:, None, :]).reshape(len(specs), -1)
+        parts += [chosen, per_model]
+    return np.hstack(parts)
 
 
 def _one_blas_thread() -> AbstractContextManager[object]:
@@ -338,7 +357,8 @@ class ValueModel:
     def _features(self, specs: Sequence[AgentSpec], descriptions: Sequence[str]) -> np.ndarray:
         """The design features; once rows outside the domain were fitted, with their domain-only
         copy and the domain's indicator after them."""
-        x = design_features(specs, descriptions)
+        models = () if self._domain is None else self._domain.models
+        x = design_features(specs, descriptions, models=models)
         if not self._apart:
             return x
         assert self._domain is not None
