@@ -23,10 +23,8 @@ from agentdesign.components import (
     MAX_DATA_BYTES,
     UNSAFE_ENV,
     AgentDesignError,
-    ChatModel,
     ProviderError,
     check_model,
-    default_chat_model,
     parse_spec,
     read_text_file,
     start_tracing_from_environment,
@@ -39,7 +37,8 @@ from agentdesign.evaluators import (
 )
 from agentdesign.search.cli._disk import full_disk_error
 from agentdesign.search.cli._doctor import run_checks
-from agentdesign.search.cli._evaluate import evaluation_items, evaluation_split
+from agentdesign.search.cli._estimate import estimate_archive, print_estimate
+from agentdesign.search.cli._evaluate import evaluation_items, evaluation_model, evaluation_split
 from agentdesign.search.cli._export import designs_to_export
 from agentdesign.search.cli._format import print_json
 from agentdesign.search.cli._leaderboard import (
@@ -56,6 +55,7 @@ from agentdesign.search.cli._options import (
     ConcurrencyOption,
     JsonOption,
     LLMTimeoutOption,
+    MaxCostOption,
     RetryBudgetOption,
     RpmOption,
     RunOptions,
@@ -69,7 +69,6 @@ from agentdesign.search.cli._progress import ProgressReporter, progress_bars
 from agentdesign.search.config import (
     MAX_WAIT_S,
     Budget,
-    check_rate_limits,
     check_seconds,
     check_seed,
     holdout_looker,
@@ -78,6 +77,7 @@ from agentdesign.search.config import (
 from agentdesign.search.report import write_report
 from agentdesign.search.study import (
     DEFAULT_HEARTBEAT_S,
+    estimate_run,
     evaluate_agent,
     export_design,
     finalize_run,
@@ -119,33 +119,29 @@ def _allow_unsafe_sandbox(allowed: bool) -> None:
         os.environ[UNSAFE_ENV] = "1"
 
 
-def _chat_model(
-    api_base: str | None,
-    llm_timeout: float,
-    *,
-    retry_budget_s: float = DEFAULT_RETRY_BUDGET_S,
-    rpm: float | None = None,
-    tpm: float | None = None,
-) -> ChatModel:
-    check_seconds(llm_timeout, name="--llm-timeout")
-    check_rate_limits(retry_budget_s, rpm, tpm)
-    return default_chat_model(
-        api_base=api_base, timeout_s=llm_timeout, retry_budget_s=retry_budget_s, rpm=rpm, tpm=tpm
-    )
-
-
 @app.command()
 @with_run_options
 def run(
     name: Annotated[str | None, typer.Option(help="run name (default: run-<timestamp>)")] = None,
     *,
     options: RunOptions,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            help="print the run's calls, tokens and dollars, estimated from a short calibration "
+            "or this archive's evaluations, and run nothing"
+        ),
+    ] = False,
     storage: StorageOption = DEFAULT_STORAGE,
     unsafe_sandbox: UnsafeSandboxOption = False,
 ) -> None:
     """Start a search and print its leaderboard."""
     _allow_unsafe_sandbox(unsafe_sandbox)
     config = options.config(name or datetime.now().strftime("run-%Y%m%d-%H%M%S"))
+    if estimate:
+        with estimate_archive(storage) as history:
+            print_estimate(console, estimate_run(config, history))
+        return
     with _open(storage, create=True) as archive:
         with progress_bars(console) as progress:
             reporter = ProgressReporter(
@@ -229,6 +225,7 @@ def resume(
     max_agents: Annotated[int | None, typer.Option(help="new agent budget")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="new token budget")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="new time budget")] = None,
+    max_cost: MaxCostOption = None,
     llm_timeout: Annotated[
         float | None,
         typer.Option("--llm-timeout", help="seconds a model call may wait (default: the run's)"),
@@ -241,8 +238,8 @@ def resume(
     _allow_unsafe_sandbox(unsafe_sandbox)
     with _open(storage) as archive:
         budget = None  # the run's own
-        if max_agents is not None or max_tokens is not None or max_minutes is not None:
-            budget = Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes)
+        if any(v is not None for v in (max_agents, max_tokens, max_minutes, max_cost)):
+            budget = Budget(max_agents, max_tokens, max_minutes, max_cost)
         if llm_timeout is not None:
             check_seconds(llm_timeout, name="--llm-timeout")
         with progress_bars(console) as progress:
@@ -384,7 +381,7 @@ def evaluate(
     check_seed(seed, name="--seed")
     check_concurrency(concurrency)  # here too, before the archive is opened (or made)
     split = evaluation_split(split, run_name=run_name)
-    llm = _chat_model(api_base, llm_timeout, retry_budget_s=retry_budget, rpm=rpm, tpm=tpm)
+    llm = evaluation_model(api_base, llm_timeout, retry_budget_s=retry_budget, rpm=rpm, tpm=tpm)
     check_model(spec.model, api_base=api_base)
     with _open(storage, create=True) as archive:
         bench, chosen = evaluation_items(archive, run_name, benchmark, split, items, seed)
