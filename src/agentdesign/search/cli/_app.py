@@ -128,6 +128,7 @@ def run(
     estimate: Annotated[
         bool,
         typer.Option(
+            "--estimate",
             help="print the run's calls, tokens and dollars, estimated from a short calibration "
             "or this archive's evaluations, and run nothing"
         ),

@@ -234,8 +234,8 @@ def _from_history(archive: Archive, resolved: ResolvedRun, cot: AgentSpec) -> _M
 
     design = ItemCost.mean([cost(r.evaluation_id) for r in designs])
     basis = (
-        f"this archive's evaluations of {name} on {model}: {len(designs)} of "
-        f"{len({r.agent_hash for r in designs})} designs and {len(cots)} of CoT"
+        f"this archive's evaluations of {name} on {model}: {len(designs)} evaluations of "
+        f"{len({r.agent_hash for r in designs})} designs and {len(cots)} of CoT (no calibration)"
     )
     return design, ItemCost.mean([cost(r.evaluation_id) for r in cots]), basis, None
 
@@ -380,9 +380,9 @@ def _baselines(
     """The baselines on the holdout items: CoT; CoT-SC at as many samples as a design's tokens
     buy at CoT's (none under 3: then CoT alone is the cost-matched baseline); a spec of the
     user's at a design's cost."""
-    labels = [b["label"] for b in config.baselines]
     total = ItemCost(0.0, 0.0, 0.0)
     said: list[str] = []
+    unscored = ""
     scored_cot = False
 
     def add(cost: ItemCost, words: str) -> None:
@@ -407,11 +407,11 @@ def _baselines(
                     config.model, winner_tokens=design.tokens, cot_tokens=max(cot.tokens, 1e-9)
                 )
                 if matched is None:
-                    said.append("cot-sc not scored (a design buys fewer than 3 CoT samples)")
+                    unscored = "; cot-sc not scored: a design buys fewer than 3 CoT samples"
                 else:
                     samples = int(matched.to_flat()["workflow__n_samples"])
                     add(cot.times(samples), f"cot-sc ({samples} samples)")
-    what = f"{', '.join(said) or 'none'} x {n_holdout} holdout items" if labels else "none"
+    what = f"{' + '.join(said)} x {n_holdout} holdout items{unscored}" if said else "none"
     return _priced("baselines", what, total, price)
 
 
@@ -421,7 +421,8 @@ def _priced(role: str, what: str, cost: ItemCost, price: TokenPrice | None) -> E
 
 
 def _item_words(cost: ItemCost) -> str:
-    return f"{cost.calls:.3g} calls, {cost.tokens:,.0f} tokens, {cost.seconds:.3g} s an item"
+    calls = "1 call" if cost.calls == 1 else f"{cost.calls:.3g} calls"
+    return f"{calls}, {cost.tokens:,.0f} tokens, {cost.seconds:.3g} s an item"
 
 
 def _bound_notes(config: RunConfig) -> list[str]:
