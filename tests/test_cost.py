@@ -154,6 +154,9 @@ def test_max_cost_stops_the_search_warns_once_each_and_the_verdict_still_prints(
     assert summed == pytest.approx(totals.cost)
     for part, line in (("candidates", roles["candidate"]), ("holdout winner", roles["winner"])):
         assert re.search(rf"{part} +{line[1] + line[2]:,} +\${line[3]:,.4f}", said), part
+    shown = json.loads(_cli("show", "r", "--json", "--storage", str(tmp_path / "runs.db")))
+    assert [p["part"] for p in shown["spend"]] == ["candidates", "holdout winner", "baselines"]
+    assert shown["spend"][0]["cost"] == pytest.approx(roles["candidate"][3])
 
 
 def test_resume_raises_the_dollar_budget_and_no_warning_is_said_twice(
@@ -262,3 +265,5 @@ def test_a_budget_stored_before_dollars_reads_back_without_one() -> None:
     assert list(config.to_dict()["budget"]) == [*stored, "max_cost"]  # appended at the end
     with pytest.raises(AgentDesignError, match="budget max_cost must be positive"):
         Budget(max_cost=-2.0)
+    with pytest.raises(AgentDesignError, match="budget max_cost must be a finite number"):
+        RunConfig.of("x", max_cost=float("inf"))

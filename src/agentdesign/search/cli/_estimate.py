@@ -16,7 +16,6 @@ from rich.table import Table
 
 from agentdesign.archive import Archive, RunRecord
 from agentdesign.components import token_price
-from agentdesign.search.config import RunConfig
 from agentdesign.search.study import RunEstimate
 
 __all__ = ["estimate_archive", "print_estimate", "print_spend", "spend"]
@@ -100,15 +99,14 @@ def spend(archive: Archive, run: RunRecord) -> list[dict[str, Any]]:
     """What the run spent, part by part: its evaluations by the role it holds them in, then the
     search's own calls by purpose; `cost` None for a model litellm has no price for (its calls
     count $0)."""
-    config = RunConfig.from_dict(run.config)
-    models = {"meta": config.meta.model or config.model}
+    models = {"meta": run.config.get("meta_model") or run.model}
     totals = {**archive.role_totals(run.name), **archive.search_call_totals(run.name)}
     return [
         {
             "part": _ROLES.get(role, role),
             "prompt_tokens": prompt,
             "completion_tokens": completion,
-            "cost": cost if token_price(models.get(role, config.model)) is not None else None,
+            "cost": cost if token_price(models.get(role, run.model)) is not None else None,
         }
         for role, (_, prompt, completion, cost) in totals.items()
     ]

@@ -1,31 +1,13 @@
-"""What `agentdesign evaluate` scores: the split it names, checked, the items of that split (a
-run's stored split, a fresh seeded draw of search items, or the benchmark's first items), and the
-model client it scores with."""
+"""What `agentdesign evaluate` scores: the split it names, checked, and the items of that split
+(a run's stored split, a fresh seeded draw of search items, or the benchmark's first items)."""
 
 from __future__ import annotations
 
 from agentdesign.archive import Archive
-from agentdesign.components import AgentDesignError, ChatModel, default_chat_model
+from agentdesign.components import AgentDesignError
 from agentdesign.evaluators import Benchmark, get_benchmark, make_split
-from agentdesign.search.config import check_rate_limits, check_seconds
 
-__all__ = ["evaluation_items", "evaluation_model", "evaluation_split"]
-
-
-def evaluation_model(
-    api_base: str | None,
-    llm_timeout: float,
-    *,
-    retry_budget_s: float,
-    rpm: float | None,
-    tpm: float | None,
-) -> ChatModel:
-    """The model client `evaluate` scores with, its settings checked first."""
-    check_seconds(llm_timeout, name="--llm-timeout")
-    check_rate_limits(retry_budget_s, rpm, tpm)
-    return default_chat_model(
-        api_base=api_base, timeout_s=llm_timeout, retry_budget_s=retry_budget_s, rpm=rpm, tpm=tpm
-    )
+__all__ = ["evaluation_items", "evaluation_split"]
 
 
 def evaluation_split(split: str | None, *, run_name: str | None) -> str:

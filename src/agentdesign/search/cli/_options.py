@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_STORAGE",
     "ApiBaseOption",
     "ConcurrencyOption",
+    "EstimateOption",
     "JsonOption",
     "LLMTimeoutOption",
     "MaxCostOption",
@@ -73,6 +74,14 @@ ConcurrencyOption = Annotated[int, _option("concurrency")]
 TaskTimeoutOption = Annotated[float | None, _option("task_timeout_s")]
 ApiBaseOption = Annotated[str | None, _option("api_base")]
 LLMTimeoutOption = Annotated[float, _option("llm_timeout_s")]
+EstimateOption = Annotated[
+    bool,
+    typer.Option(
+        "--estimate",
+        help="print the run's calls, tokens and dollars, estimated from a short calibration or "
+        "this archive's evaluations, and run nothing",
+    ),
+]
 # resume's: a new budget, as its --max-agents, --max-tokens and --max-minutes are
 MaxCostOption = Annotated[
     float | None, typer.Option(help="new dollar budget", parser=_BY_NAME["max_cost"].parse)

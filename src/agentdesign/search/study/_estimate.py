@@ -296,8 +296,9 @@ def _designs(config: RunConfig, per_design: ItemCost, price: TokenPrice | None) 
         bounds.append((math.ceil(budget.max_minutes * 60 / seconds), "--max-minutes"))
     if not bounds:
         raise AgentDesignError(
-            "cannot estimate the run: its measured designs spent no tokens and no time, so its "
-            "budget bounds no number of designs; give --max-agents"
+            "cannot estimate the run: its budget bounds no number of designs (a dollar budget "
+            "cannot stop a model with no price, nor tokens and minutes designs that spend "
+            "none); give --max-agents"
         )
     return min(bounds)
 
