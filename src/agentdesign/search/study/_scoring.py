@@ -22,7 +22,7 @@ __all__ = ["RunScoring"]
 
 # Seconds that budget totals read from the archive, and elapsed time not yet written to it, may
 # lag within an evaluation: a read and a write per task cost more than the task itself at 64 tasks
-# at once (bench/concurrency.py). This worker's own tokens always count at once.
+# at once (bench/concurrency.py). This worker's own tokens and dollars always count at once.
 _TOTALS_LAG_S = 1.0
 # The shares of the dollar budget past which a run says how much it has spent, once each.
 _SPEND_WARNINGS = (0.5, 0.8)
