@@ -97,7 +97,7 @@ def test_the_estimate_is_within_a_quarter_of_what_the_run_then_spends(
     args = [*_run_args(tmp_path, provider), "--max-agents", "4", "--name", "r"]
     said = _cli("run", "--estimate", *args)
     assert "from a calibration: 2 designs drawn from the space and CoT" in said, said
-    assert "upper bound: racing" in said and "cot-sc not scored" in said
+    assert "racing ignored, an upper bound" in said and "cot-sc not scored" in said
     asked_before = len(provider.ok_at)
     with Archive(str(tmp_path / "runs.db")) as archive:
         assert archive.list_runs() == []  # nothing stored

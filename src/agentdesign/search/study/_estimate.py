@@ -4,8 +4,10 @@ baselines, the meta agent's and the refiner's calls), from what one item costs a
 CoT baseline. That is measured by a short calibration, real calls through the run's model client
 kept in no run, or read from the evaluations the archive holds for the benchmark and model.
 
-It is an upper bound where the run's own rules are not known ahead: racing, which stops a design
-early, is ignored, and the model operators' calls are counted at their longest.
+It is an upper bound on what the run's rules decide only as it goes: racing, which stops a design
+early, is ignored, and the model operators' calls are counted at their longest. Which designs the
+strategy picks is not known ahead: they are taken to cost what the measured designs cost on
+average, and the estimate says how far apart those were.
 """
 
 from __future__ import annotations
@@ -146,12 +148,14 @@ def estimate_run(
     measured = _from_history(archive, resolved, cot) if history else None
     if measured is None:
         measured = _calibrate(resolved, drawn, cot, n_items)
-    design, cot_item, basis, spent = measured
+    designs, cot_item, basis, spent = measured
+    design = ItemCost.mean(designs)
     price = token_price(config.model)
     count, bound = _designs(config, design.times(len(resolved.items.search)), price)
     parts = _parts(resolved, drawn, design, cot_item, count, bound, price, interactive)
     notes = [
         f"per item: a design {_item_words(design)}; CoT {_item_words(cot_item)}",
+        *_spread_note(designs),
         *_bound_notes(config),
         _price_note(config.model, price),
     ]
@@ -189,7 +193,8 @@ class _NoRun:
         pass
 
 
-_Measured = tuple[ItemCost, ItemCost, str, ItemCost | None]  # design, CoT, basis, spent
+# each design's item, CoT's, what they were measured from, what measuring them spent
+_Measured = tuple[list[ItemCost], ItemCost, str, ItemCost | None]
 
 
 def _drawn(resolved: ResolvedRun, n_designs: int) -> list[AgentSpec]:
@@ -232,12 +237,12 @@ def _from_history(archive: Archive, resolved: ResolvedRun, cot: AgentSpec) -> _M
     def cost(evaluation_id: int) -> ItemCost:
         return _item_cost(list(archive.task_results(evaluation_id).values()))
 
-    design = ItemCost.mean([cost(r.evaluation_id) for r in designs])
     basis = (
         f"this archive's evaluations of {name} on {model}: {len(designs)} evaluations of "
         f"{len({r.agent_hash for r in designs})} designs and {len(cots)} of CoT (no calibration)"
     )
-    return design, ItemCost.mean([cost(r.evaluation_id) for r in cots]), basis, None
+    of_cot = ItemCost.mean([cost(r.evaluation_id) for r in cots])
+    return [cost(r.evaluation_id) for r in designs], of_cot, basis, None
 
 
 def _calibrate(
@@ -275,8 +280,8 @@ def _calibrate(
         f"a calibration: {len(drawn)} designs drawn from the space and CoT, each on "
         f"{len(tasks)} of the run's search items ({len(every)} tasks, kept in no run)"
     )
-    design = ItemCost.mean([_item_cost(outcomes) for outcomes in by_design])
-    return design, _item_cost(of_cot), basis, _item_cost(every).times(len(every))
+    designs = [_item_cost(outcomes) for outcomes in by_design]
+    return designs, _item_cost(of_cot), basis, _item_cost(every).times(len(every))
 
 
 def _designs(config: RunConfig, per_design: ItemCost, price: TokenPrice | None) -> tuple[int, str]:
@@ -426,12 +431,24 @@ def _item_words(cost: ItemCost) -> str:
     return f"{calls}, {cost.tokens:,.0f} tokens, {cost.seconds:.3g} s an item"
 
 
+def _spread_note(designs: Sequence[ItemCost]) -> list[str]:
+    """How far apart the measured designs were: the designs the strategy picks may cost anywhere
+    in that range, or past it, so the mean is a guess where they differ."""
+    low, high = min(d.tokens for d in designs), max(d.tokens for d in designs)
+    if len(designs) < 2 or high <= 1.25 * low:
+        return []
+    return [
+        f"the measured designs ranged from {low:,.0f} to {high:,.0f} tokens an item: the "
+        "designs the strategy picks may cost more or less than their mean"
+    ]
+
+
 def _bound_notes(config: RunConfig) -> list[str]:
     notes = []
     if config.race.enabled and config.objective == "score":
         notes.append(
-            "an upper bound: racing, which stops a design early once it is shown worse than the "
-            "best, is ignored (every design counted on every search item)"
+            "racing ignored, an upper bound on that count: it stops a design early once it is "
+            "shown worse than the best, and every design is counted on every search item"
         )
     if config.refine_every or config.meta_period:
         notes.append("the meta agent's and the refiner's calls counted at their longest")
