@@ -195,6 +195,31 @@ class Queries(ArchiveEngine):
             n_search_calls=int(n_calls),
         )
 
+    def role_totals(self, run_name: str) -> dict[str, tuple[int, int, int, float]]:
+        """The run's evaluations summed by the role the run holds each in (`RUN_ENTRY_ROLES`):
+        role -> (evaluations, prompt tokens, completion tokens, cost), in the roles' order, summed
+        in SQL; a role the run never used is absent. With the search calls (`search_call_totals`)
+        they are what `run_totals` sums."""
+        with self._session() as session:
+            run = self._run_row(session, run_name)
+            query = (
+                sql_select(
+                    col(RunEntryRow.role),
+                    func.count(col(EvaluationRow.id)),
+                    func.coalesce(func.sum(EvaluationRow.prompt_tokens), 0),
+                    func.coalesce(func.sum(EvaluationRow.completion_tokens), 0),
+                    func.coalesce(func.sum(EvaluationRow.cost), 0.0),
+                )
+                .join(RunEntryRow, col(RunEntryRow.evaluation_id) == col(EvaluationRow.id))
+                .where(col(RunEntryRow.run_id) == run.id)
+                .group_by(col(RunEntryRow.role))
+            )
+            totals = {
+                str(role): (int(n), int(prompt), int(completion), float(cost))
+                for role, n, prompt, completion, cost in session.execute(query)
+            }
+        return {role: totals[role] for role in RUN_ENTRY_ROLES if role in totals}
+
     def search_call_totals(self, run_name: str) -> dict[str, tuple[int, int, int, float]]:
         """The model calls the search made for the run itself, by purpose ("meta", "refinement"):
         purpose -> (calls, prompt tokens, completion tokens, cost), purposes in order, summed in

@@ -9,6 +9,7 @@ What is exported, and nothing else (the rest is internal and may change):
   `LiteLLMChatModel`, `default_chat_model`, `check_model`, `model_size`, `ResponseCache`,
   `default_cache_dir`, `sqlite_disk_full`,
   `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `DEFAULT_RETRY_BUDGET_S`, `embedded_thread_choice`,
+  a model's price in litellm's table (`token_price`, a `TokenPrice`),
   the process's limiter of a model's calls (`rate_limiter`, a `RateLimiter`), and for a runner that
   gives up on a task, `pending_model_call` with its `PendingCall`;
 - traces: the optional OpenTelemetry export (`enable_tracing`, `disable_tracing`, `tracing_on`,
@@ -110,6 +111,7 @@ from agentdesign.components.llm._otel import (
     tracing_on,
 )
 from agentdesign.components.llm._pending import PendingCall, pending_model_call
+from agentdesign.components.llm._price import TokenPrice, token_price
 from agentdesign.components.llm._trace import (
     CallRecord,
     ChatModel,
@@ -175,6 +177,7 @@ __all__ = [
     "Solver",
     "SpecError",
     "TaskBudget",
+    "TokenPrice",
     "Tool",
     "TraceSpan",
     "Workflow",
@@ -207,6 +210,7 @@ __all__ = [
     "safe_eval",
     "sqlite_disk_full",
     "start_tracing_from_environment",
+    "token_price",
     "trace_span",
     "traced_model",
     "tracing_on",

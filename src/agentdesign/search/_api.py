@@ -112,6 +112,9 @@ class Search:
         """
         self._check_open()
         self._engine.set_budget(self._budget_for_one_more())
+        spent = self._engine.scoring.stop_reason()  # the dollar budget's, the one it can give
+        if spent is not None:
+            raise AgentDesignError(f"run {self.name}: {spent}; finalize() gives its verdict")
         work = self._engine.ask()
         if work is None:  # every agent reserved by another worker meanwhile
             raise AgentDesignError(f"run {self.name} has no agent left to reserve; ask again")
@@ -175,26 +178,35 @@ class Search:
         n_agents: int | None = None,
         max_tokens: int | None = None,
         max_minutes: float | None = None,
+        max_cost: float | None = None,
         finalize: bool = True,
         reporter: Reporter | None = None,
     ) -> RunSummary:
-        """Searches on for `n_agents` more designs, `max_tokens` more tokens or `max_minutes` more
-        minutes, whichever ends first; then, unless `finalize` is False, records the winner and
-        scores it and the baselines on the holdout (`verdict()` reads the outcome)."""
-        more = {"n_agents": n_agents, "max_tokens": max_tokens, "max_minutes": max_minutes}
+        """Searches on for `n_agents` more designs, `max_tokens` more tokens, `max_minutes` more
+        minutes or `max_cost` more dollars, whichever ends first (and never past the dollar
+        budget `create_search` was given); then, unless `finalize` is False, records the winner
+        and scores it and the baselines on the holdout (`verdict()` reads the outcome)."""
+        more = {
+            "n_agents": n_agents,
+            "max_tokens": max_tokens,
+            "max_minutes": max_minutes,
+            "max_cost": max_cost,
+        }
         if all(value is None for value in more.values()):
-            raise AgentDesignError("optimize needs n_agents, max_tokens or max_minutes")
+            raise AgentDesignError("optimize needs n_agents, max_tokens, max_minutes or max_cost")
         for key, value in more.items():
             if value is not None and value <= 0:
                 raise AgentDesignError(f"{key} must be positive, got {value}")
         self._check_open()
         totals = self._archive.run_totals(self.name)
         tokens = totals.prompt_tokens + totals.completion_tokens
+        dollars = [] if max_cost is None else [totals.cost + max_cost]
         self._engine.set_budget(
             Budget(
                 max_agents=None if n_agents is None else totals.n_agents + n_agents,
                 max_tokens=None if max_tokens is None else tokens + max_tokens,
                 max_minutes=None if max_minutes is None else self.run.elapsed_s / 60 + max_minutes,
+                max_cost=min([*dollars, *self._dollar_cap()], default=None),
             )
         )
         self._engine.set_reporter(reporter or Reporter())
@@ -274,7 +286,13 @@ class Search:
         check_searchable(self.run)
 
     def _budget_for_one_more(self) -> Budget:
-        return Budget(max_agents=self._archive.run_totals(self.name).n_agents + 1)
+        n_agents = self._archive.run_totals(self.name).n_agents
+        return Budget(max_agents=n_agents + 1, max_cost=min(self._dollar_cap(), default=None))
+
+    def _dollar_cap(self) -> list[float]:
+        """The run's stored dollar budget, if it has one: every way of driving it keeps to it."""
+        cap = self._engine.config.budget.max_cost
+        return [] if cap is None else [cap]
 
 
 def create_search(
@@ -310,7 +328,8 @@ def create_search(
     - `space`: a preset ("quick", the default, "full", "tiny"), a JSON file of its shape, or
       {"choices": ..., "limits": ...}.
     - `options`: any other run setting of that table, e.g. `race=False`,
-      `objective="score-cost"`, `concurrency=4`, `task_timeout_s=60`, `baselines=[...]`.
+      `objective="score-cost"`, `concurrency=4`, `task_timeout_s=60`, `baselines=[...]`;
+      `max_cost=2.0`, a dollar budget that `ask`, `evaluate` and `optimize` never search past.
 
     Nothing is written when an argument is refused.
     """

@@ -4,10 +4,8 @@ package; what it prints lives beside it (`_leaderboard`, `_listings`, `_progress
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +14,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from agentdesign.archive import Archive
 from agentdesign.components import (
     DEFAULT_LLM_TIMEOUT_S,
     DEFAULT_RETRY_BUDGET_S,
@@ -37,8 +34,9 @@ from agentdesign.evaluators import (
     get_benchmark,
     summarize,
 )
-from agentdesign.search.cli._disk import full_disk_error
+from agentdesign.search.cli._disk import full_disk_error, open_archive
 from agentdesign.search.cli._doctor import run_checks
+from agentdesign.search.cli._estimate import estimate_archive, print_estimate
 from agentdesign.search.cli._evaluate import evaluation_items, evaluation_split
 from agentdesign.search.cli._export import designs_to_export
 from agentdesign.search.cli._format import print_json
@@ -54,8 +52,10 @@ from agentdesign.search.cli._options import (
     DEFAULT_STORAGE,
     ApiBaseOption,
     ConcurrencyOption,
+    EstimateOption,
     JsonOption,
     LLMTimeoutOption,
+    MaxCostOption,
     RetryBudgetOption,
     RpmOption,
     RunOptions,
@@ -78,6 +78,7 @@ from agentdesign.search.config import (
 from agentdesign.search.report import write_report
 from agentdesign.search.study import (
     DEFAULT_HEARTBEAT_S,
+    estimate_run,
     evaluate_agent,
     export_design,
     finalize_run,
@@ -96,21 +97,6 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-
-
-@contextlib.contextmanager
-def _open(storage: str, *, create: bool = False) -> Iterator[Archive]:
-    """The archive; only the commands that start work make one where there is none (a mistyped
-    path for `show` says so instead of leaving an empty archive behind). A disk that fills up
-    under it while the command runs ends the command with one line (see `full_disk_error`)."""
-    with Archive(storage, create=create) as archive:
-        try:
-            yield archive
-        except Exception as error:
-            full = full_disk_error(error, archive=archive)
-            if full is None:
-                raise
-            raise full from error
 
 
 def _allow_unsafe_sandbox(allowed: bool) -> None:
@@ -140,13 +126,18 @@ def run(
     name: Annotated[str | None, typer.Option(help="run name (default: run-<timestamp>)")] = None,
     *,
     options: RunOptions,
+    estimate: EstimateOption = False,
     storage: StorageOption = DEFAULT_STORAGE,
     unsafe_sandbox: UnsafeSandboxOption = False,
 ) -> None:
     """Start a search and print its leaderboard."""
     _allow_unsafe_sandbox(unsafe_sandbox)
     config = options.config(name or datetime.now().strftime("run-%Y%m%d-%H%M%S"))
-    with _open(storage, create=True) as archive:
+    if estimate:
+        with estimate_archive(storage) as history:
+            print_estimate(console, estimate_run(config, history))
+        return
+    with open_archive(storage, create=True) as archive:
         with progress_bars(console) as progress:
             reporter = ProgressReporter(
                 progress,
@@ -182,7 +173,7 @@ def worker(
             f"--heartbeat must be from 1 to {MAX_WAIT_S:,} seconds, got {heartbeat}"
         )
     config = options.config(run_name)
-    with _open(storage, create=True) as archive:
+    with open_archive(storage, create=True) as archive:
         summary = run_worker(archive, config, heartbeat_s=heartbeat)
         console.print(
             f"worker done: run {run_name} has {summary.agents_done} agents; {summary.stop_reason}"
@@ -214,7 +205,7 @@ def finalize(
     """Record a run's winner on search scores, then score it and the baselines on the holdout
     (resumable, never pays twice). More designs with --top are exploratory: never the winner."""
     _allow_unsafe_sandbox(unsafe_sandbox)
-    with _open(storage) as archive:
+    with open_archive(storage) as archive:
         if select_on is not None:  # refused before anything is spent
             check_selection(select_on, n_holdout=len(archive.get_run(name).holdout_task_ids))
         finalize_run(archive, name, top=top)
@@ -229,6 +220,7 @@ def resume(
     max_agents: Annotated[int | None, typer.Option(help="new agent budget")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="new token budget")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="new time budget")] = None,
+    max_cost: MaxCostOption = None,
     llm_timeout: Annotated[
         float | None,
         typer.Option("--llm-timeout", help="seconds a model call may wait (default: the run's)"),
@@ -239,10 +231,10 @@ def resume(
     """Continue a run that was killed, stopped by its provider, or given a larger budget, without
     redoing finished tasks."""
     _allow_unsafe_sandbox(unsafe_sandbox)
-    with _open(storage) as archive:
+    with open_archive(storage) as archive:
         budget = None  # the run's own
-        if max_agents is not None or max_tokens is not None or max_minutes is not None:
-            budget = Budget(max_agents=max_agents, max_tokens=max_tokens, max_minutes=max_minutes)
+        if any(v is not None for v in (max_agents, max_tokens, max_minutes, max_cost)):
+            budget = Budget(max_agents, max_tokens, max_minutes, max_cost)
         if llm_timeout is not None:
             check_seconds(llm_timeout, name="--llm-timeout")
         with progress_bars(console) as progress:
@@ -272,7 +264,7 @@ def show(
     """
     if lineage and as_json:
         raise AgentDesignError("--json prints the leaderboard; it does not combine with --lineage")
-    with _open(storage) as archive:
+    with open_archive(storage) as archive:
         if lineage:
             print_lineage(console, archive, name)
             return
@@ -304,7 +296,7 @@ def export(
     prompts as the model gets them, the evidence, and the runtime (needs only litellm)."""
     if pareto and agent is not None:
         raise AgentDesignError("give --agent or --pareto, not both")
-    with _open(storage) as archive:
+    with open_archive(storage) as archive:
         run_name = name or latest_run(archive)
         run_record = archive.get_run(run_name)
         chosen = designs_to_export(archive, run_record, agent=agent, pareto=pareto)
@@ -386,7 +378,7 @@ def evaluate(
     split = evaluation_split(split, run_name=run_name)
     llm = _chat_model(api_base, llm_timeout, retry_budget_s=retry_budget, rpm=rpm, tpm=tpm)
     check_model(spec.model, api_base=api_base)
-    with _open(storage, create=True) as archive:
+    with open_archive(storage, create=True) as archive:
         bench, chosen = evaluation_items(archive, run_name, benchmark, split, items, seed)
         try:
             evaluation = evaluate_agent(
@@ -430,7 +422,7 @@ def report(
     storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """Write a self-contained HTML report of a run (plots inline, viewable offline)."""
-    with _open(storage) as archive:
+    with open_archive(storage) as archive:
         run_name = name or latest_run(archive)
         path = output or Path(f"report-{run_name}.html")
         try:

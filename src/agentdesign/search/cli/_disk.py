@@ -1,4 +1,5 @@
-"""A disk that fills up under the archive or the response cache: one line naming the file.
+"""A disk that fills up under the archive or the response cache: one line naming the file; and
+the archive as the commands open it, ended in that line if its disk fills up.
 
 SQLite commits nothing that did not fit, so what the archive (and the cache) held is intact, and
 a run resumes once there is room. Only the file is hard to tell: SQLite's errors name none, so an
@@ -7,8 +8,10 @@ error of the archive's database is matched with the archive that the command ope
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import make_url
@@ -16,9 +19,24 @@ from sqlalchemy import make_url
 from agentdesign.archive import Archive
 from agentdesign.components import AgentDesignError, sqlite_disk_full
 
-__all__ = ["full_disk_error"]
+__all__ = ["full_disk_error", "open_archive"]
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextlib.contextmanager
+def open_archive(storage: str, *, create: bool = False) -> Iterator[Archive]:
+    """The archive; only the commands that start work make one where there is none (a mistyped
+    path for `show` says so instead of leaving an empty archive behind). A disk that fills up
+    under it while the command runs ends the command with one line (see `full_disk_error`)."""
+    with Archive(storage, create=create) as archive:
+        try:
+            yield archive
+        except Exception as error:
+            full = full_disk_error(error, archive=archive)
+            if full is None:
+                raise
+            raise full from error
 
 
 def full_disk_error(error: BaseException, *, archive: Archive | None) -> AgentDesignError | None:

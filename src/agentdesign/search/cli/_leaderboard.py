@@ -16,6 +16,7 @@ from rich.table import Table
 from agentdesign.archive import Archive, LeaderboardRow, ProposalRecord, RunRecord
 from agentdesign.components import AgentDesignError, AgentSpec
 from agentdesign.evaluators import ScoreSummary
+from agentdesign.search.cli._estimate import print_spend, spend
 from agentdesign.search.cli._format import ci_text, interval_caption, row_summary
 from agentdesign.search.config import holdout_reuse
 from agentdesign.search.study import RunSummary
@@ -186,6 +187,8 @@ def print_leaderboard(
         console.print("* exploratory: scored on the holdout after the winner was fixed, no verdict")
     console.print("\n[bold]the designs: cost and components[/]")
     console.print(designs)
+    if run is not None:
+        print_spend(console, archive, run)
 
 
 def _many_models(run: RunRecord | None, placings: Sequence[_Placing]) -> bool:
@@ -230,6 +233,7 @@ def leaderboard_json(
             p.to_json()
             for p in _placings(archive, run, limit=limit, benchmark=benchmark, model=model)
         ],
+        "spend": None if run is None else spend(archive, run),
     }
 
 

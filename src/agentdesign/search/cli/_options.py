@@ -27,8 +27,10 @@ __all__ = [
     "DEFAULT_STORAGE",
     "ApiBaseOption",
     "ConcurrencyOption",
+    "EstimateOption",
     "JsonOption",
     "LLMTimeoutOption",
+    "MaxCostOption",
     "RetryBudgetOption",
     "RpmOption",
     "RunOptions",
@@ -56,6 +58,8 @@ _BY_NAME: Mapping[str, Setting] = {s.name: s for s in _RUN_SETTINGS}
 def _option(name: str) -> Any:
     """The option of setting `name` (its flags, its help), as typer reads it from an annotation."""
     setting = _BY_NAME[name]
+    if setting.parse is not None:
+        return typer.Option(*setting.flags, help=setting.help_text(), parser=setting.parse)
     return typer.Option(*setting.flags, help=setting.help_text())
 
 
@@ -70,6 +74,18 @@ ConcurrencyOption = Annotated[int, _option("concurrency")]
 TaskTimeoutOption = Annotated[float | None, _option("task_timeout_s")]
 ApiBaseOption = Annotated[str | None, _option("api_base")]
 LLMTimeoutOption = Annotated[float, _option("llm_timeout_s")]
+EstimateOption = Annotated[
+    bool,
+    typer.Option(
+        "--estimate",
+        help="print the run's calls, tokens and dollars, estimated from a short calibration or "
+        "this archive's evaluations, and run nothing",
+    ),
+]
+# resume's: a new budget, as its --max-agents, --max-tokens and --max-minutes are
+MaxCostOption = Annotated[
+    float | None, typer.Option(help="new dollar budget", parser=_BY_NAME["max_cost"].parse)
+]
 RetryBudgetOption = Annotated[float, _option("retry_budget_s")]
 RpmOption = Annotated[float | None, _option("rpm")]
 TpmOption = Annotated[float | None, _option("tpm")]

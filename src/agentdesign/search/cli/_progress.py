@@ -89,6 +89,9 @@ class ProgressReporter(Reporter):
         for line in lines:
             self.progress.console.print(line, markup=False, highlight=False)
 
+    def warning(self, line: str) -> None:
+        self.run_header([line])  # above the bars, as the header is
+
     def agent_started(self, spec: AgentSpec, n_tasks: int, n_done: int, split: str) -> None:
         if split == "holdout":
             if not self.holdout:

@@ -85,20 +85,23 @@ def _check_numbers(values: Mapping[str, Any], *, what: str) -> None:
 
 @dataclass(frozen=True)
 class Budget:
-    """When a run stops: after this many agents, tokens or minutes, whichever comes first."""
+    """When a run stops searching: after this many agents, tokens, minutes or dollars
+    (`max_cost`, at litellm's prices: a model with none counts nothing), whichever comes first.
+    The dollar budget comes last, so that every budget stored before it is a prefix."""
 
     max_agents: int | None = DEFAULTS["max_agents"]
     max_tokens: int | None = DEFAULTS["max_tokens"]
     max_minutes: float | None = DEFAULTS["max_minutes"]
+    max_cost: float | None = DEFAULTS["max_cost"]
 
     def __post_init__(self) -> None:
         _check_numbers(asdict(self), what="budget ")
         for name, value in asdict(self).items():
             if value is not None and value <= 0:
                 raise AgentDesignError(f"budget {name} must be positive, got {value}")
-        if self.max_agents is None and self.max_tokens is None and self.max_minutes is None:
+        if all(value is None for value in asdict(self).values()):
             raise AgentDesignError(
-                "a budget needs at least one of max_agents, max_tokens, max_minutes"
+                "a budget needs at least one of max_agents, max_tokens, max_minutes, max_cost"
             )
 
 
@@ -327,7 +330,9 @@ class RunConfig:
             )
         given = settings.get("budget")
         if given is not None and _BUDGET_FIELDS & set(settings):
-            raise AgentDesignError("give a budget or max_agents, max_tokens, max_minutes, not both")
+            raise AgentDesignError(
+                "give a budget or max_agents, max_tokens, max_minutes, max_cost, not both"
+            )
         if settings.get("models") is not None and not settings["models"]:
             raise AgentDesignError("models must name at least one model")
         value = {**DEFAULTS, **settings}
@@ -402,7 +407,7 @@ class RunConfig:
 
 
 _SECTIONS = frozenset({"budget", "choices", "limits"})  # given to `of` beside the table's
-_BUDGET_FIELDS = frozenset({"max_agents", "max_tokens", "max_minutes"})
+_BUDGET_FIELDS = frozenset({"max_agents", "max_tokens", "max_minutes", "max_cost"})
 
 
 def dev_task_ids(benchmark: Benchmark, config: RunConfig) -> tuple[str, ...]:

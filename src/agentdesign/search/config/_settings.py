@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, DEFAULT_RETRY_BUDGET_S
+from agentdesign.components import DEFAULT_LLM_TIMEOUT_S, DEFAULT_RETRY_BUDGET_S, AgentDesignError
 from agentdesign.search.space import SPACE_PRESETS
 from agentdesign.search.strategies import STRATEGIES
 from agentdesign.search.verdict import BASELINES
@@ -35,6 +35,7 @@ class Setting:
     type: Any = None
     flags: tuple[str, ...] = ()
     cli_default: Any = _SAME
+    parse: Callable[[str], Any] | None = None
 
     @property
     def option_default(self) -> Any:
@@ -44,6 +45,14 @@ class Setting:
     def help_text(self) -> str:
         assert self.help is not None, f"{self.name} is no option of the command line"
         return self.help if isinstance(self.help, str) else self.help()
+
+
+def _dollars(text: str) -> float:
+    """`--max-cost`'s text as dollars ("2.5" or "$2.5"); the budget refuses one not positive."""
+    try:
+        return float(text.strip().removeprefix("$"))
+    except ValueError:
+        raise AgentDesignError(f"--max-cost must be a number of dollars, got {text!r}") from None
 
 
 def _strategies() -> str:
@@ -81,10 +90,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("race_first_stage", 4),
     Setting("race_rule", "bounds"),
-    # The budget: a run stops after this many agents, tokens or minutes, whichever comes first.
+    # The budget: a run stops after this many agents, tokens, minutes or dollars, whichever comes
+    # first. Dollars are litellm's prices of the calls: a model it has no price for counts none.
     Setting("max_agents", 4, "stop after this many agents", type=int | None),
     Setting("max_tokens", None, "stop after this many tokens", type=int | None),
     Setting("max_minutes", None, "stop after this many minutes", type=float | None),
+    Setting(
+        "max_cost",
+        None,
+        "stop proposing designs once the run has spent this many dollars (litellm's prices; the "
+        "holdout verdict is still paid; a model with no price cannot be stopped by it)",
+        type=float | None,
+        parse=_dollars,
+    ),
     Setting("n_search", 6, "items each agent is scored on"),
     Setting("n_holdout", 8, "unseen items that confirm the winners"),
     Setting("seed", 0, "seed of the strategy (the split has its own)"),

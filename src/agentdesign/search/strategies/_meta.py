@@ -49,6 +49,8 @@ META_STATUSES = ("accepted", "screened", "invalid", "duplicate", "failed")
 
 _DOC_CHARS = 70  # of a component's description in the catalogue
 _SHOWN_PROMPT_CHARS = 300  # of a rewritten prompt in a shown design
+# Of a failed task shown: its question, the design's reply, the expected answer.
+_FAILED_CHARS = (500, 400, 100)
 
 _SYSTEM = (
     "You design LLM agents for a benchmark. An agent has one component in each slot: "
@@ -185,6 +187,20 @@ class MetaAgent:
             space=space, max_designs=n_designs, max_prompt_chars=max_prompt_chars
         )
 
+    def request_bound(self, description: str, designs: Sequence[AgentSpec]) -> tuple[int, int]:
+        """The most tokens one call can use, prompt and reply, in a run of `designs` (drawn from
+        its space): its catalogue, as many of them shown as it shows, `n_failures` failures at
+        their clips (about four characters a token), the reply at its cap. A cost estimate
+        prices the meta agent's calls by it."""
+        n_shown = self.n_view + max(1, self.n_view // 2) if self.n_view else 0
+        shown = [
+            _Shown(spec=designs[i % len(designs)], score=1.0, n_items=999, tokens_per_item=9999.0)
+            for i in range(n_shown if designs else 0)
+        ]
+        failed = [Failure(*("x" * n for n in _FAILED_CHARS))] * self.n_failures
+        prompt = self._prompt(description, shown, failed if shown else [])
+        return (len(self._system()) + len(prompt)) // 4, self.max_tokens
+
     def propose(
         self,
         history: History,
@@ -313,9 +329,10 @@ class MetaAgent:
                 )
         if failed:
             parts.append("Tasks design 1 got wrong:")
+            question, reply, expected = _FAILED_CHARS
             parts += [
-                f"Task: {clip(f.question, 500)}\nIts reply: {clip(f.output, 400)}\n"
-                f"Expected: {clip(f.expected, 100)}"
+                f"Task: {clip(f.question, question)}\nIts reply: {clip(f.output, reply)}\n"
+                f"Expected: {clip(f.expected, expected)}"
                 for f in failed
             ]
         goal = "better than design 1, and different from every design shown" if shown else "good"

@@ -95,6 +95,14 @@ class PromptRefiner:
         self.temperature = temperature
         self.max_chars = max_chars
 
+    def request_bound(self) -> tuple[int, int]:
+        """The most tokens one refinement call can use, prompt and reply: a prompt at the longest
+        a rewrite may make it, `n_failures` failures at their clips (about four characters a
+        token), the reply at its cap. A cost estimate prices refinements by it."""
+        longest = Failure("x" * _QUESTION_CHARS, "x" * _QUESTION_CHARS, "x" * _EXPECTED_CHARS)
+        request = _request("x" * self.max_chars, [longest] * self.n_failures)
+        return (len(_REFINER_SYSTEM) + len(request)) // 4, self.max_tokens
+
     def failures_of(self, spec: AgentSpec) -> list[Failure]:
         """The failed tasks a refinement of `spec` would learn from; none if it has no prompt."""
         return list(self.failures(spec)) if prompt_params(spec, code=False) else []
@@ -136,10 +144,14 @@ class PromptRefiner:
         return Refinement(spec=spec.set_params(**{param: rewrite}), param=param)
 
 
+_QUESTION_CHARS = 600  # of a failed task's question, and of the agent's reply, shown
+_EXPECTED_CHARS = 200  # of its expected answer
+
+
 def _request(prompt: str, failures: Sequence[Failure]) -> str:
     shown = "\n\n".join(
-        f"Task {n}: {clip(f.question, 600)}\nAgent's reply: {clip(f.output, 600)}\n"
-        f"Expected answer: {clip(f.expected, 200)}"
+        f"Task {n}: {clip(f.question, _QUESTION_CHARS)}\nAgent's reply: "
+        f"{clip(f.output, _QUESTION_CHARS)}\nExpected answer: {clip(f.expected, _EXPECTED_CHARS)}"
         for n, f in enumerate(failures, start=1)
     )
     return f"The prompt:\n<<<\n{prompt}\n>>>\n\nTasks it got wrong:\n\n{shown}\n\nThe new prompt:"

@@ -1,9 +1,11 @@
 """The run engine: the resumable search loop, workers sharing an archive,
-the holdout confirmation, export of the winners, and the Python ask/tell face."""
+the holdout confirmation, export of the winners, a run's cost estimated before it runs, and the
+Python ask/tell face."""
 
 from __future__ import annotations
 
 from agentdesign.search.study._context import RunContext
+from agentdesign.search.study._estimate import EstimatePart, ItemCost, RunEstimate, estimate_run
 from agentdesign.search.study._evaluation import evaluate_agent
 from agentdesign.search.study._export import export_design, export_evidence
 from agentdesign.search.study._holdout import HoldoutConfirmation
@@ -31,14 +33,18 @@ __all__ = [
     "DEFAULT_HEARTBEAT_S",
     "GRACE_BEATS",
     "Engine",
+    "EstimatePart",
     "HoldoutConfirmation",
+    "ItemCost",
     "ModelOperators",
     "Reporter",
     "RunContext",
+    "RunEstimate",
     "RunScoring",
     "RunSummary",
     "WorkerTrials",
     "check_searchable",
+    "estimate_run",
     "evaluate_agent",
     "export_design",
     "export_evidence",

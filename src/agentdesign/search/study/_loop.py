@@ -192,6 +192,9 @@ class Engine:
         )
         header = run_header(ctx.run, ctx.config, self.strategy, items, budget=ctx.budget)
         ctx.reporter.run_header(header)
+        unpriced = self.scoring.unpriced_warning()
+        if unpriced is not None:
+            ctx.reporter.warning(unpriced)
         reason = None
         holdout: tuple[EvaluationRecord, ...] = ()
         try:

@@ -3,6 +3,7 @@ search returns (`RunSummary`)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,8 +30,13 @@ class RunSummary:
 class Reporter:
     """Receives progress as it happens (the CLI draws a progress bar from it).
 
-    Every hook does nothing here, so a reporter overrides only what it draws.
+    Every hook but `warning` does nothing here, so a reporter overrides only what it draws.
     """
+
+    def warning(self, line: str) -> None:
+        """A line the user should read while the run goes on (the dollar budget's warnings):
+        printed on stderr here, so that no money is spent unsaid from Python either."""
+        print(line, file=sys.stderr)
 
     def run_started(self, run: RunRecord) -> None:
         """The run passed its checks and starts (or resumes) searching."""

@@ -12,7 +12,7 @@ from typing import Any
 import optuna
 
 from agentdesign.archive import EvaluationRecord, RunTotals
-from agentdesign.components import AgentSpec
+from agentdesign.components import AgentSpec, token_price
 from agentdesign.evaluators import TaskOutcome, score_interval
 from agentdesign.search.study._context import RunContext
 from agentdesign.search.study._evaluation import evaluate_agent
@@ -22,8 +22,10 @@ __all__ = ["RunScoring"]
 
 # Seconds that budget totals read from the archive, and elapsed time not yet written to it, may
 # lag within an evaluation: a read and a write per task cost more than the task itself at 64 tasks
-# at once (bench/concurrency.py). This worker's own tokens always count at once.
+# at once (bench/concurrency.py). This worker's own tokens and dollars always count at once.
 _TOTALS_LAG_S = 1.0
+# The shares of the dollar budget past which a run says how much it has spent, once each.
+_SPEND_WARNINGS = (0.5, 0.8)
 
 
 class RunScoring:
@@ -35,6 +37,10 @@ class RunScoring:
         self._clock = time.monotonic()
         self._totals: tuple[float, RunTotals] | None = None  # when read, what was read
         self._tokens_since = 0  # this worker's, since then
+        self._cost_since = 0.0
+        # The dollar budget and the largest share of it this process has seen spent: a share
+        # passed before this process looked first was said by the process that passed it.
+        self._spent_share: tuple[float, float] | None = None
 
     # -- budget --
 
@@ -53,17 +59,55 @@ class RunScoring:
         budget = ctx.budget
         if self._totals is None or time.monotonic() - self._totals[0] >= lag_s:
             self._totals = (time.monotonic(), ctx.archive.run_totals(ctx.run.name))
-            self._tokens_since = 0
+            self._tokens_since, self._cost_since = 0, 0.0
         totals = self._totals[1]
         if budget.max_agents is not None and totals.n_finished >= budget.max_agents:
             return f"evaluated {totals.n_finished} agents"
         tokens = totals.prompt_tokens + totals.completion_tokens + self._tokens_since
         if budget.max_tokens is not None and tokens >= budget.max_tokens:
             return f"used {tokens} tokens"
+        cost = totals.cost + self._cost_since
+        if budget.max_cost is not None:
+            self._warn_of_spend(cost, budget.max_cost)
+            if cost >= budget.max_cost:
+                return (
+                    f"the dollar budget ended the search: spent ${cost:.4f} of "
+                    f"${budget.max_cost:g}"
+                )
         elapsed = ctx.run.elapsed_s + time.monotonic() - self._clock
         if budget.max_minutes is not None and elapsed >= budget.max_minutes * 60:
             return f"ran {elapsed / 60:.1f} minutes"
         return None
+
+    def unpriced_warning(self) -> str | None:
+        """Why the dollar budget cannot stop this run, if it cannot: a model of the run that
+        litellm has no price for, whose calls count $0."""
+        ctx = self.context
+        if ctx.budget.max_cost is None:
+            return None
+        config = ctx.config
+        models = [config.model] + ([config.meta.model] if config.meta_period else [])
+        unpriced = [m for m in dict.fromkeys(filter(None, models)) if token_price(m) is None]
+        if not unpriced:
+            return None
+        return (
+            f"warning: the dollar budget (--max-cost) cannot stop this run: litellm has no "
+            f"price for {', '.join(unpriced)}, whose calls count $0"
+        )
+
+    def _warn_of_spend(self, cost: float, max_cost: float) -> None:
+        """Says once each that the spend passed half and 80% of the dollar budget."""
+        share = cost / max_cost
+        budget, seen = self._spent_share or (max_cost, share)
+        if budget != max_cost:  # a new budget: what this process saw is a share of the old one
+            seen = share
+        for mark in _SPEND_WARNINGS:
+            if seen < mark <= share:
+                self.context.reporter.warning(
+                    f"warning: run {self.context.run.name} has spent ${cost:.4f}, past "
+                    f"{mark:.0%} of its ${max_cost:g} dollar budget"
+                )
+        self._spent_share = (max_cost, max(seen, share))
 
     # -- scoring --
 
@@ -134,6 +178,7 @@ class RunScoring:
         def recorded(outcome: TaskOutcome) -> None:
             done.add(outcome.task_id)
             self._tokens_since += outcome.prompt_tokens + outcome.completion_tokens
+            self._cost_since += outcome.cost
             self.charge_time(lag_s=_TOTALS_LAG_S)
             ctx.reporter.task_finished(outcome)
 
