@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import optuna
 
 from agentdesign.archive import Archive
 from agentdesign.components import (
@@ -37,7 +38,15 @@ from agentdesign.evaluators import (
     examples_from_tasks,
 )
 from agentdesign.search.config import ResolvedRun, RunConfig, resolve
-from agentdesign.search.strategies import Failure, MetaAgent, MetaOutcome, PromptRefiner
+from agentdesign.search.strategies import (
+    Failure,
+    MetaAgent,
+    MetaOutcome,
+    PromptRefiner,
+    ask_trial,
+    history_from_study,
+)
+from agentdesign.search.study._prior import labelled_from_archive
 from agentdesign.search.verdict import cot_baseline, cot_sc_baseline
 
 __all__ = ["EstimatePart", "ItemCost", "RunEstimate", "estimate_run"]
@@ -136,7 +145,8 @@ def estimate_run(
     """What run `config` would cost in calls, tokens and dollars, without running it or writing
     anything to `archive`. One item's cost of a design and of CoT is read from the archive's
     evaluations of the benchmark on the run's model when it holds two designs' and CoT's (and
-    `history`); else measured: `n_designs` designs drawn from the run's space, and CoT, each on
+    `history`); else measured: the run's first `n_designs` designs, as its strategy draws them
+    from its space, and CoT, each on
     `n_items` of its search items, real calls kept in no run (the response cache keeps them, so
     that a run that asks the same pays nothing twice). Refused as `run` would refuse it."""
     resolved = resolve(config, archive, view=_NoRun(), llm=llm, benchmark=benchmark)
@@ -144,10 +154,10 @@ def estimate_run(
     config = resolved.config
     interactive = isinstance(resolved.benchmark, InteractiveBenchmark)
     cot = cot_baseline(config.model, interactive=interactive)
-    drawn = _drawn(resolved, n_designs)
+    drawn, which = _drawn(resolved, archive, n_designs)
     measured = _from_history(archive, resolved, cot) if history else None
     if measured is None:
-        measured = _calibrate(resolved, drawn, cot, n_items)
+        measured = _calibrate(resolved, drawn, which, cot, n_items)
     designs, cot_item, basis, spent = measured
     design = ItemCost.mean(designs)
     price = token_price(config.model)
@@ -197,10 +207,36 @@ class _NoRun:
 _Measured = tuple[list[ItemCost], ItemCost, str, ItemCost | None]
 
 
-def _drawn(resolved: ResolvedRun, n_designs: int) -> list[AgentSpec]:
-    """Designs drawn from the run's space at random, seeded by the run's seed."""
-    rng = np.random.default_rng(resolved.config.seed)
-    return [resolved.space.sample(rng) for _ in range(max(n_designs, 1))]
+def _drawn(
+    resolved: ResolvedRun, archive: Archive, n_designs: int
+) -> tuple[list[AgentSpec], str]:
+    """The run's first designs, as its strategy draws them from the space before any result (its
+    start-up's draws, which a run makes in the same order), so that a calibration measures
+    designs the run scores, and the run finds their calls in the response cache. A meta agent
+    that writes designs from nothing would be called for them: its run's designs are drawn at
+    random instead, seeded by the run's seed."""
+    strategy, n = resolved.strategy, max(n_designs, 1)
+    meta = getattr(strategy, "meta", None)
+    if isinstance(meta, MetaAgent) and not meta.n_view:
+        rng = np.random.default_rng(resolved.config.seed)
+        return [resolved.space.sample(rng) for _ in range(n)], f"{n} designs drawn at random"
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # as the run has it: no study's notice
+    study = optuna.create_study(sampler=strategy.sampler(), directions=strategy.directions())
+    prior = (
+        labelled_from_archive(
+            archive, benchmark=resolved.benchmark.name, unseen=resolved.items.holdout
+        )
+        if strategy.reads_prior
+        else ()
+    )
+    drawn = []
+    for _ in range(n):
+        history = history_from_study(study, description=resolved.benchmark.description, prior=prior)
+        trial = ask_trial(study, strategy, history)
+        spec = resolved.space.suggest(trial)
+        trial.set_user_attr("spec", spec.to_json())  # left running: a design tried, no result
+        drawn.append(spec)
+    return drawn, f"first {n} designs, as its strategy ({resolved.config.strategy}) draws them,"
 
 
 def _item_cost(outcomes: Sequence[TaskOutcome]) -> ItemCost:
@@ -246,7 +282,7 @@ def _from_history(archive: Archive, resolved: ResolvedRun, cot: AgentSpec) -> _M
 
 
 def _calibrate(
-    resolved: ResolvedRun, drawn: Sequence[AgentSpec], cot: AgentSpec, n_items: int
+    resolved: ResolvedRun, drawn: Sequence[AgentSpec], which: str, cot: AgentSpec, n_items: int
 ) -> _Measured:
     """One item's cost of the drawn designs and of CoT, each run on the run's first `n_items`
     search items through the run's model client; nothing is archived."""
@@ -277,7 +313,7 @@ def _calibrate(
     of_cot = measure(cot)
     every = [o for outcomes in (*by_design, of_cot) for o in outcomes]
     basis = (
-        f"a calibration: {len(drawn)} designs drawn from the space and CoT, each on "
+        f"a calibration: the run's {which} and CoT, each on "
         f"{len(tasks)} of the run's search items ({len(every)} tasks, kept in no run)"
     )
     designs = [_item_cost(outcomes) for outcomes in by_design]
