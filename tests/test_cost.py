@@ -96,11 +96,11 @@ def test_the_estimate_is_within_a_quarter_of_what_the_run_then_spends(
     estimate reads the archive's history instead of calibrating."""
     args = [*_run_args(tmp_path, provider), "--max-agents", "4", "--name", "r"]
     said = _cli("run", "--estimate", *args)
-    assert "from a calibration: 2 designs drawn from the space and CoT" in said, said
+    assert "from a calibration: the run's first 2 designs, as its strategy (tpe)" in said, said
     assert "racing ignored, an upper bound" in said and "cot-sc not scored" in said
     asked_before = len(provider.ok_at)
+    assert not (tmp_path / "runs.db").exists()  # an estimate leaves no archive behind
     with Archive(str(tmp_path / "runs.db")) as archive:
-        assert archive.list_runs() == []  # nothing stored
         config = RunConfig.of(
             "r",
             benchmark=args[1],
@@ -115,6 +115,9 @@ def test_the_estimate_is_within_a_quarter_of_what_the_run_then_spends(
     assert estimate.dollars is not None and f"${estimate.dollars:,.4f}" in said
     assert len(provider.ok_at) == asked_before  # the same calls again: all from the cache
     _cli("run", *args)
+    # the calibration's designs were the run's first two: their first two items came from the
+    # response cache, not the provider
+    assert len(provider.ok_at) - asked_before == 32 - 2 * 2
     with Archive(str(tmp_path / "runs.db")) as archive:
         spent = archive.run_totals("r")
         later = estimate_run(replace(config, name="r2"), archive)

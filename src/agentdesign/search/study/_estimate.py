@@ -16,63 +16,22 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from agentdesign.archive import Archive
 from agentdesign.components import (
     AgentDesignError,
     AgentSpec,
     ChatModel,
     Completion,
-    ProviderError,
     TokenPrice,
-    build_agent,
     token_price,
 )
-from agentdesign.evaluators import (
-    Benchmark,
-    InteractiveBenchmark,
-    TaskOutcome,
-    evaluate_tasks,
-    examples_from_tasks,
-)
+from agentdesign.evaluators import Benchmark, InteractiveBenchmark
 from agentdesign.search.config import ResolvedRun, RunConfig, resolve
 from agentdesign.search.strategies import Failure, MetaAgent, MetaOutcome, PromptRefiner
+from agentdesign.search.study._calibration import ItemCost, calibrate, drawn_designs, from_history
 from agentdesign.search.verdict import cot_baseline, cot_sc_baseline
 
 __all__ = ["EstimatePart", "ItemCost", "RunEstimate", "estimate_run"]
-
-# The history an estimate reads: at most this many of the archive's evaluations of designs.
-_HISTORY_EVALUATIONS = 20
-
-
-@dataclass(frozen=True)
-class ItemCost:
-    """What one item costs, on average: model calls, prompt and completion tokens, seconds."""
-
-    calls: float
-    prompt_tokens: float
-    completion_tokens: float
-    seconds: float = 0.0
-
-    @property
-    def tokens(self) -> float:
-        return self.prompt_tokens + self.completion_tokens
-
-    def times(self, n: float) -> ItemCost:
-        return ItemCost(
-            self.calls * n, self.prompt_tokens * n, self.completion_tokens * n, self.seconds * n
-        )
-
-    @classmethod
-    def mean(cls, costs: Sequence[ItemCost]) -> ItemCost:
-        n = max(len(costs), 1)
-        return cls(
-            sum(c.calls for c in costs) / n,
-            sum(c.prompt_tokens for c in costs) / n,
-            sum(c.completion_tokens for c in costs) / n,
-            sum(c.seconds for c in costs) / n,
-        )
 
 
 @dataclass(frozen=True)
@@ -136,7 +95,8 @@ def estimate_run(
     """What run `config` would cost in calls, tokens and dollars, without running it or writing
     anything to `archive`. One item's cost of a design and of CoT is read from the archive's
     evaluations of the benchmark on the run's model when it holds two designs' and CoT's (and
-    `history`); else measured: `n_designs` designs drawn from the run's space, and CoT, each on
+    `history`); else measured: the run's first `n_designs` designs, as its strategy draws them
+    from its space, and CoT, each on
     `n_items` of its search items, real calls kept in no run (the response cache keeps them, so
     that a run that asks the same pays nothing twice). Refused as `run` would refuse it."""
     resolved = resolve(config, archive, view=_NoRun(), llm=llm, benchmark=benchmark)
@@ -144,10 +104,10 @@ def estimate_run(
     config = resolved.config
     interactive = isinstance(resolved.benchmark, InteractiveBenchmark)
     cot = cot_baseline(config.model, interactive=interactive)
-    drawn = _drawn(resolved, n_designs)
-    measured = _from_history(archive, resolved, cot) if history else None
+    drawn, which = drawn_designs(resolved, archive, n_designs)
+    measured = from_history(archive, resolved, cot) if history else None
     if measured is None:
-        measured = _calibrate(resolved, drawn, cot, n_items)
+        measured = calibrate(resolved, drawn, which, cot, n_items)
     designs, cot_item, basis, spent = measured
     design = ItemCost.mean(designs)
     price = token_price(config.model)
@@ -191,97 +151,6 @@ class _NoRun:
 
     def record(self, outcomes: Sequence[MetaOutcome]) -> None:
         pass
-
-
-# each design's item, CoT's, what they were measured from, what measuring them spent
-_Measured = tuple[list[ItemCost], ItemCost, str, ItemCost | None]
-
-
-def _drawn(resolved: ResolvedRun, n_designs: int) -> list[AgentSpec]:
-    """Designs drawn from the run's space at random, seeded by the run's seed."""
-    rng = np.random.default_rng(resolved.config.seed)
-    return [resolved.space.sample(rng) for _ in range(max(n_designs, 1))]
-
-
-def _item_cost(outcomes: Sequence[TaskOutcome]) -> ItemCost:
-    """The mean cost of an item over these tasks' results, calls counted from their traces."""
-    return ItemCost.mean(
-        [
-            ItemCost(
-                calls=sum(r.get("kind") == "llm" for r in o.details.get("trace", ())),
-                prompt_tokens=o.prompt_tokens,
-                completion_tokens=o.completion_tokens,
-                seconds=o.latency_s,
-            )
-            for o in outcomes
-        ]
-    )
-
-
-def _from_history(archive: Archive, resolved: ResolvedRun, cot: AgentSpec) -> _Measured | None:
-    """One item's cost of a design and of CoT from the archive's complete evaluations on the
-    benchmark and the run's model (those of designs the caller scored, at no tokens, left out);
-    None unless it holds two designs' and CoT's."""
-    name, model = resolved.benchmark.name, resolved.config.model
-    rows = [
-        row
-        for split in ("search", "holdout")
-        for row in archive.leaderboard(benchmark=name, model=model, split=split, limit=1000)
-        if row.prompt_tokens + row.completion_tokens > 0
-    ]
-    designs = [r for r in rows if r.agent_hash != cot.spec_hash][:_HISTORY_EVALUATIONS]
-    cots = [r for r in rows if r.agent_hash == cot.spec_hash]
-    if len({r.agent_hash for r in designs}) < 2 or not cots:
-        return None
-
-    def cost(evaluation_id: int) -> ItemCost:
-        return _item_cost(list(archive.task_results(evaluation_id).values()))
-
-    basis = (
-        f"this archive's evaluations of {name} on {model}: {len(designs)} evaluations of "
-        f"{len({r.agent_hash for r in designs})} designs and {len(cots)} of CoT (no calibration)"
-    )
-    of_cot = ItemCost.mean([cost(r.evaluation_id) for r in cots])
-    return [cost(r.evaluation_id) for r in designs], of_cot, basis, None
-
-
-def _calibrate(
-    resolved: ResolvedRun, drawn: Sequence[AgentSpec], cot: AgentSpec, n_items: int
-) -> _Measured:
-    """One item's cost of the drawn designs and of CoT, each run on the run's first `n_items`
-    search items through the run's model client; nothing is archived."""
-    config, benchmark = resolved.config, resolved.benchmark
-    tasks = benchmark.tasks_by_ids(resolved.items.search[: max(n_items, 1)])
-    examples = examples_from_tasks(benchmark.train_examples())
-
-    def measure(spec: AgentSpec) -> list[TaskOutcome]:
-        benchmark.check_ready(spec)
-        outcomes: list[TaskOutcome] = []
-        evaluate_tasks(
-            build_agent(spec, llm=resolved.llm, train_examples=examples),
-            benchmark,
-            tasks,
-            on_result=outcomes.append,
-            concurrency=config.concurrency,
-            timeout_s=config.task_timeout_s,
-        )
-        failed = [o for o in outcomes if o.error_kind == "provider"]
-        if failed:
-            raise ProviderError(
-                f"the estimate's calibration calls failed: {failed[0].error}; nothing was run "
-                "or stored"
-            )
-        return outcomes
-
-    by_design = [measure(spec) for spec in drawn]
-    of_cot = measure(cot)
-    every = [o for outcomes in (*by_design, of_cot) for o in outcomes]
-    basis = (
-        f"a calibration: {len(drawn)} designs drawn from the space and CoT, each on "
-        f"{len(tasks)} of the run's search items ({len(every)} tasks, kept in no run)"
-    )
-    designs = [_item_cost(outcomes) for outcomes in by_design]
-    return designs, _item_cost(of_cot), basis, _item_cost(every).times(len(every))
 
 
 def _designs(config: RunConfig, per_design: ItemCost, price: TokenPrice | None) -> tuple[int, str]:
