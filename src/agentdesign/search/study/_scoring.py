@@ -86,7 +86,9 @@ class RunScoring:
         if ctx.budget.max_cost is None:
             return None
         config = ctx.config
-        models = [config.model] + ([config.meta.model] if config.meta_period else [])
+        # every model the search may run a design on, the baselines' and the meta agent's
+        meta = [config.meta.model] if config.meta_period else []
+        models = [config.model, *config.models, *meta]
         unpriced = [m for m in dict.fromkeys(filter(None, models)) if token_price(m) is None]
         if not unpriced:
             return None
