@@ -49,8 +49,12 @@ def redirect(fd, path, flags):
 redirect(0, os.devnull, os.O_RDONLY)
 redirect(1, startup_out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 redirect(2, startup_err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-for module in preload.split(",") if preload else []:
+entry = module = function = None
+for entry in preload.split(",") if preload else []:
+    module, _, function = entry.partition(":")
     __import__(module)
+    if function:
+        getattr(sys.modules[module], function)()
 sys.stdout.flush()
 sys.stderr.flush()
 import gc
@@ -83,6 +87,7 @@ redirect(1, request["stdout"], os.O_WRONLY | os.O_APPEND)
 redirect(2, request["stderr"], os.O_WRONLY | os.O_APPEND)
 sys.argv = ["-c", *request["args"]]
 del gc, json, os, requests, answers, startup_out, startup_err, preload, redirect, line, job, pid
+del entry, module, function
 exec(compile(request.pop("code"), "<string>", "exec"))
 """
 
@@ -188,7 +193,14 @@ _MAX_SERVERS = 4  # each holds the imports' memory (about 200 MB)
 _SERVERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], _Server] = {}
 
 
-AGENTDESIGN = ("agentdesign.search.cli", "agentdesign.components.testing")
+# What a command imports before it does anything, and litellm, which most commands import later
+# (a run's model, `show`'s prices): seconds each time, through agentdesign's own import of it,
+# which keeps litellm to its local price list. An entry "module:function" also calls function().
+AGENTDESIGN = (
+    "agentdesign.search.cli",
+    "agentdesign.components.testing",
+    "agentdesign.components:import_litellm",
+)
 
 
 def start_forked(
@@ -199,7 +211,8 @@ def start_forked(
     preload: Sequence[str] = AGENTDESIGN,
 ) -> ForkedProcess:
     """`python -c code args` started in `cwd` with `env` (this process's by default), as
-    `subprocess.Popen` starts it, forked from a server that imported `preload` already; stdin
+    `subprocess.Popen` starts it, forked from a server that imported `preload` already (an
+    entry "module:function" also called function() once it was imported); stdin
     is /dev/null and stdout and stderr are kept for `communicate`."""
     env = dict(os.environ if env is None else env)
     # pytest names the test running in PYTEST_CURRENT_TEST: the child gets it, the key leaves it
