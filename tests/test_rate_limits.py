@@ -27,11 +27,14 @@ from agentdesign.components import (
     ProviderError,
     RateLimiter,
     ResponseCache,
+    ThrottleClock,
     default_cache_dir,
     import_litellm,
     parse_spec,
+    throttle_clock,
 )
 from agentdesign.components.llm._limits import retry_after_s
+from agentdesign.components.llm._pending import held_back
 from agentdesign.evaluators import Benchmark, get_benchmark
 from agentdesign.search import Budget, RunConfig, evaluate_agent, run_search
 
@@ -167,6 +170,52 @@ def test_a_run_at_concurrency_against_a_rate_limited_server_finishes(
         assert len(provider.ok_at) == 24 and provider.limited_at  # it was rate-limited
         warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
         assert 1 <= len(warnings) <= 2, warnings  # one a minute at most: not a flood
+
+
+def test_a_task_timeout_does_not_count_the_time_rate_limits_hold_a_call_back(
+    tmp_path: Path,
+) -> None:
+    """Four tasks at once against a server that lets one call through every 1.5 s, with a task
+    timeout of 1.5 s: the later tasks wait 1.5-6 s for the limit, past their timeout, but the
+    wait is the provider's, not the design's, so every task is scored and none is a failure
+    (before, each such task was a provider failure and the run stopped). A first call warms
+    litellm's client, whose first use alone can take a second on a busy machine."""
+    bench = capitals(tmp_path, 4)
+    with LimitedProvider(rpm=40, latency_s=0.05, burst_s=1.0) as provider:
+        ask(LiteLLMChatModel(api_base=provider.url), "warm-up?")
+        config = RunConfig.of(
+            "throttled",
+            benchmark=bench.reference,
+            model=MODEL,
+            api_base=provider.url,
+            budget=Budget(max_agents=1),
+            n_search=4,
+            n_holdout=0,
+            concurrency=4,
+            task_timeout_s=1.5,
+            choices=ONE_CALL,
+        )
+        with Archive(str(tmp_path / "archive.db")) as archive:
+            summary = run_search(archive, config)
+            [row] = archive.leaderboard(run_name="throttled")
+            assert archive.task_failures(row.evaluation_id) == []
+        assert (row.n_tasks, row.mean, summary.agents_done) == (4, 1.0, 1)
+        assert len(provider.ok_at) == 5
+        assert provider.ok_at[-1] - provider.ok_at[1] >= 4.0  # they were held back
+
+
+def test_a_throttle_clock_counts_waits_of_several_threads_once_each() -> None:
+    clock = ThrottleClock()
+    assert clock.seconds() == 0.0
+    with throttle_clock(clock), held_back():
+        time.sleep(0.05)
+    with held_back():  # outside the task's context: not its clock
+        time.sleep(0.05)
+    first = clock.seconds()
+    assert 0.05 <= first < 0.09
+    with clock.waiting(), clock.waiting():  # two calls of the task held back at once
+        time.sleep(0.05)
+    assert 0.15 <= clock.seconds() < 0.25
 
 
 def test_past_the_retry_budget_a_task_is_no_score_and_runs_again(tmp_path: Path) -> None:

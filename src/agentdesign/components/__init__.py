@@ -11,7 +11,8 @@ What is exported, and nothing else (the rest is internal and may change):
   `import_litellm`, `DEFAULT_LLM_TIMEOUT_S`, `DEFAULT_RETRY_BUDGET_S`, `embedded_thread_choice`,
   a model's price in litellm's table (`token_price`, a `TokenPrice`),
   the process's limiter of a model's calls (`rate_limiter`, a `RateLimiter`), and for a runner that
-  gives up on a task, `pending_model_call` with its `PendingCall`;
+  gives up on a task, `pending_model_call` with its `PendingCall` and the `ThrottleClock` of the
+  seconds rate limits held its calls back (`throttle_clock`);
 - traces: the optional OpenTelemetry export (`enable_tracing`, `disable_tracing`, `tracing_on`,
   `start_tracing_from_environment`, `trace_span` with its `TraceSpan`, `traced_model`,
   `provider_name`, `GENAI_SEMCONV_VERSION`; docs/tracing.md);
@@ -110,7 +111,12 @@ from agentdesign.components.llm._otel import (
     traced_model,
     tracing_on,
 )
-from agentdesign.components.llm._pending import PendingCall, pending_model_call
+from agentdesign.components.llm._pending import (
+    PendingCall,
+    ThrottleClock,
+    pending_model_call,
+    throttle_clock,
+)
 from agentdesign.components.llm._price import TokenPrice, token_price
 from agentdesign.components.llm._trace import (
     CallRecord,
@@ -177,6 +183,7 @@ __all__ = [
     "Solver",
     "SpecError",
     "TaskBudget",
+    "ThrottleClock",
     "TokenPrice",
     "Tool",
     "TraceSpan",
@@ -210,6 +217,7 @@ __all__ = [
     "safe_eval",
     "sqlite_disk_full",
     "start_tracing_from_environment",
+    "throttle_clock",
     "token_price",
     "trace_span",
     "traced_model",

@@ -20,12 +20,17 @@ from agentdesign.components import (
     Agent,
     AgentDesignError,
     Example,
+    ThrottleClock,
     pending_model_call,
     provider_name,
+    throttle_clock,
     trace_span,
     tracing_on,
 )
 from agentdesign.evaluators._benchmark import Benchmark, Task
+
+# Rate-limit waits shorter than this are a limiter's bookkeeping, not worth a word in an error.
+_HELD_WORTH_SAYING_S = 0.1
 
 __all__ = ["TaskOutcome", "check_concurrency", "evaluate_tasks", "examples_from_tasks", "run_task"]
 
@@ -83,6 +88,11 @@ def run_task(
     not counted and its result is dropped, an embedded model stays busy with it (the next task
     may wait for the model), and it never keeps the process from exiting.
 
+    The time limit does not count the seconds the task's model calls spent held back by rate
+    limits (the provider's, or the run's own `rpm`/`tpm` caps; `ThrottleClock`): a throttled
+    provider slows the task, it does not make it the design's timeout. The retry budget bounds
+    those waits, and past it the call fails as a provider failure.
+
     A task that times out while it waits on a provider's answer is no score if the provider was
     failing that call: the runner waits for the call's try in flight to end (its deadline, the
     LLM timeout, bounds the wait), and a try that fails, or one that failed before, makes the
@@ -129,10 +139,12 @@ def _run_task(
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     started = time.perf_counter()
     future: Future[TaskOutcome] = Future()
+    clock = ThrottleClock()
 
     def work() -> None:
         try:
-            future.set_result(_run_and_score(agent, benchmark, task))
+            with throttle_clock(clock):
+                future.set_result(_run_and_score(agent, benchmark, task))
         except BaseException as exc:  # handed to the waiting thread, which re-raises it
             future.set_exception(exc)
 
@@ -141,26 +153,30 @@ def _run_task(
         target=contextvars.copy_context().run, args=(work,), name=f"task {task.id}", daemon=True
     )
     thread.start()
-    if not wait([future], timeout=timeout_s).done:
-        error_kind, error = "timeout", f"no result after {timeout_s:g} s"
-        call = pending_model_call(thread.ident)
-        failure = call.provider_failure() if call is not None else None
-        if failure is not None:
-            error_kind, error = "provider", f"{error}, waiting on a model call: {failure}"
-        return TaskOutcome(
-            task_id=task.id,
-            output="",
-            answer="",
-            score=0.0,
-            prompt_tokens=0,
-            completion_tokens=0,
-            cost=0.0,
-            latency_s=time.perf_counter() - started,
-            error_kind=error_kind,
-            error=error,
-            details={"error": error_kind},
-        )
-    return future.result()
+    while (left := timeout_s + clock.seconds() - (time.perf_counter() - started)) > 0:
+        if wait([future], timeout=left).done:
+            return future.result()
+    held_s = clock.seconds()
+    error_kind, error = "timeout", f"no result after {timeout_s:g} s"
+    if held_s >= _HELD_WORTH_SAYING_S:
+        error += f" of its own (and {held_s:.1f} s held back by rate limits)"
+    call = pending_model_call(thread.ident)
+    failure = call.provider_failure() if call is not None else None
+    if failure is not None:
+        error_kind, error = "provider", f"{error}, waiting on a model call: {failure}"
+    return TaskOutcome(
+        task_id=task.id,
+        output="",
+        answer="",
+        score=0.0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        cost=0.0,
+        latency_s=time.perf_counter() - started,
+        error_kind=error_kind,
+        error=error,
+        details={"error": error_kind},
+    )
 
 
 def _run_and_score(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:

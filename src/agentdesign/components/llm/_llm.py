@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ from agentdesign.components.llm._limits import (
     Ticket,
     rate_limiter,
 )
-from agentdesign.components.llm._pending import PendingCall, redacted, waiting_on
+from agentdesign.components.llm._pending import PendingCall, held_back, redacted, waiting_on
 from agentdesign.components.llm._trace import Completion, LLMCallError, Message
 
 __all__ = [
@@ -170,9 +171,10 @@ class LiteLLMChatModel:
 
         with waiting_on(pending):
             while True:
-                ticket = limiter.acquire(
-                    estimate, given_up=lambda: pending.abandoned, on_wait=waiting
-                )
+                with held_back():  # a wait here is the limits', not the design's, time
+                    ticket = limiter.acquire(
+                        estimate, given_up=lambda: pending.abandoned, on_wait=waiting
+                    )
                 if ticket is None:  # the runner gave up on the task meanwhile
                     break
                 outcome = self._try(litellm, request, client, limiter=limiter, ticket=ticket)
@@ -182,7 +184,8 @@ class LiteLLMChatModel:
                 failure = outcome.failure
                 if pending.abandoned:
                     break
-                if outcome.rate_limited and self.retry_budget_s > 0:
+                throttled = outcome.rate_limited and self.retry_budget_s > 0
+                if throttled:
                     limited += 1
                     limited_since = limited_since or time.monotonic()
                     wait_s, past = self._rate_limit_wait(outcome, limited, since=limited_since)
@@ -204,8 +207,9 @@ class LiteLLMChatModel:
                             f"{tries}); trying again in {wait_s:g} s",
                             file=sys.stderr,
                         )
-                if pending.wait(wait_s):  # given up while waiting
-                    break
+                with held_back() if throttled else nullcontext():
+                    if pending.wait(wait_s):  # given up while waiting
+                        break
         raise LLMCallError(f"{failure} (tried {failures + limited} times)", transient=True)
 
     def _rate_limit_wait(

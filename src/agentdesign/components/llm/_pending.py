@@ -1,5 +1,6 @@
-"""Two things every call to a provider carries: the call a thread is waiting on, which a runner
-that gives up on a task asks about (was the provider failing it?), and the redaction of API keys
+"""Three things every call to a provider carries: the call a thread is waiting on, which a runner
+that gives up on a task asks about (was the provider failing it?), the time a task's calls spent
+held back by rate limits (which a task's time limit does not count), and the redaction of API keys
 from every error a call can store or print."""
 
 from __future__ import annotations
@@ -7,10 +8,20 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
-__all__ = ["PendingCall", "pending_model_call", "redacted", "waiting_on"]
+__all__ = [
+    "PendingCall",
+    "ThrottleClock",
+    "held_back",
+    "pending_model_call",
+    "redacted",
+    "throttle_clock",
+    "waiting_on",
+]
 
 # Tokens shaped like the API keys of common providers (OpenAI's and Anthropic's sk-..., Groq's
 # gsk_..., Hugging Face's hf_..., Google's AIza..., xAI's xai-...), masked ones (sk-ab***yz) too.
@@ -85,3 +96,59 @@ def waiting_on(call: PendingCall) -> Iterator[None]:
         yield
     finally:
         _pending.pop(threading.get_ident(), None)
+
+
+class ThrottleClock:
+    """The seconds a task's model calls have spent held back by rate limits: waiting for the
+    provider's limit (`Retry-After`, too many calls at once), for the run's own `rpm`/`tpm` caps,
+    or between the tries of a call the provider rate-limited. A task's time limit measures the
+    design, not the provider's throttling, so a runner adds these seconds to it; the retry budget
+    still bounds them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done_s = 0.0
+        self._since: list[float] = []  # the starts of waits still going on (calls of sub-threads)
+
+    def seconds(self) -> float:
+        """Held back so far, the waits still going on included."""
+        now = time.monotonic()
+        with self._lock:
+            return self._done_s + sum(now - since for since in self._since)
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Counts the block's time as held back."""
+        started = time.monotonic()
+        with self._lock:
+            self._since.append(started)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._since.remove(started)
+                self._done_s += time.monotonic() - started
+
+
+_clock: ContextVar[ThrottleClock | None] = ContextVar("agentdesign_throttle_clock", default=None)
+
+
+@contextmanager
+def throttle_clock(clock: ThrottleClock) -> Iterator[ThrottleClock]:
+    """Makes `clock` count the rate-limit waits of the model calls made in this context (a task)."""
+    token = _clock.set(clock)
+    try:
+        yield clock
+    finally:
+        _clock.reset(token)
+
+
+@contextmanager
+def held_back() -> Iterator[None]:
+    """Counts the block as a rate-limit wait on the current task's clock, if it has one."""
+    clock = _clock.get()
+    if clock is None:
+        yield
+        return
+    with clock.waiting():
+        yield
