@@ -9,12 +9,16 @@ stamped as "0001" first and then upgraded.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection
 
 from agentdesign.archive.database._tables import SCHEMA_VERSION, metadata
+
+# alembic is imported where a schema is made or upgraded: a command on an archive of the current
+# schema (most of them) need not pay its import (a quarter of a second).
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = ["create_schema", "upgrade_schema"]
 
@@ -22,6 +26,8 @@ _MIGRATIONS = Path(__file__).parent / "migrations"
 
 
 def _config(conn: Connection) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_MIGRATIONS))
     config.attributes["connection"] = conn
@@ -34,12 +40,16 @@ def _revision(version: int) -> str:
 
 def create_schema(conn: Connection) -> None:
     """Creates the current tables in an empty database and records their revision."""
+    from alembic import command
+
     metadata.create_all(conn)
     command.stamp(_config(conn), _revision(SCHEMA_VERSION))
 
 
 def upgrade_schema(conn: Connection, *, version: int, stamped: bool) -> None:
     """Upgrades an archive of schema `version` to the current one, in the caller's transaction."""
+    from alembic import command
+
     config = _config(conn)
     if not stamped:
         command.stamp(config, _revision(version))

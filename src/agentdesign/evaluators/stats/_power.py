@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from agentdesign.evaluators.stats._stats import (
     FloatArray,
@@ -20,6 +19,8 @@ from agentdesign.evaluators.stats._stats import (
     _mcnemar_p,
 )
 
+# scipy.stats is imported in the functions that use it: its import takes most of a second, which a
+# command that computes no statistic (`agentdesign --help`, a refused option) need not pay.
 __all__ = ["minimum_detectable_effect"]
 
 
@@ -57,6 +58,8 @@ def minimum_detectable_effect(
 def _detectable_split(n: int, discordant: int, *, power: float, alpha: float) -> float | None:
     """The least gain (wins - losses) / n at which the paired 0/1 test rejects, for a gain, with
     probability `power`, when each of `n` items is discordant with the observed probability."""
+    from scipy import stats
+
     if discordant == 0:
         return None  # the agents never disagreed: no split of their disagreements to move
     share = discordant / n
@@ -88,6 +91,8 @@ def _detectable_shift(diffs: FloatArray, *, power: float, confidence: float) -> 
     0 with probability `power`, in a normal approximation with the observed spread: the interval
     clears 0 once the mean passes both the t half-width and the mean at which the edge floor
     reaches 0."""
+    from scipy import stats
+
     n = diffs.size
     if n < 2:
         return None

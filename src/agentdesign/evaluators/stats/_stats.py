@@ -15,8 +15,9 @@ from itertools import combinations
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
+# scipy.stats is imported in the functions that use it: its import takes most of a second, which a
+# command that computes no statistic (`agentdesign --help`, a refused option) need not pay.
 __all__ = [
     "SELECTION_MIN_DESIGNS",
     "SELECTION_MIN_ITEMS",
@@ -116,6 +117,8 @@ def summarize(
     interval because a bootstrap is too narrow at small n, and an edge floor, so that equal scores
     on a handful of items never give a zero-width interval.
     """
+    from scipy import stats
+
     values = _as_scores(scores, "scores")
     _check_options(confidence, n_resamples)
     if _is_binary(values):
@@ -224,6 +227,8 @@ def backtest_overfitting(matrix: npt.ArrayLike, *, n_blocks: int = 8, seed: int 
     in-sample each count for an equal share of their choice: the expectation of a random tie-break,
     without its noise. Raises ValueError for fewer than 2 designs or 2 items.
     """
+    from scipy import stats
+
     scores = _as_matrix(matrix)
     if n_blocks < 2 or n_blocks % 2:
         raise ValueError(f"n_blocks must be an even number of at least 2, got {n_blocks}")
@@ -360,6 +365,8 @@ def _mean_intervals(
     coverage fell to 0.77 at n=10 and 0.94 at n=50 for skewed scores with a mean of 0.05).
     Batched over rows for the bench.
     """
+    from scipy import stats
+
     low_bound, high_bound = bounds
     n = rows.shape[1]
     means = rows.mean(axis=1)
@@ -392,6 +399,8 @@ def _tango_interval(
 ) -> tuple[FloatArray, FloatArray]:
     """Tango's (1998) score interval for a difference of paired proportions, (wins - losses) / n,
     by bisection of its score statistic (decreasing in the difference); batched for the bench."""
+    from scipy import stats
+
     # Both bounds in one bisection: the counts twice, the first copy aiming at +z, the second -z.
     b, c = np.tile(wins.astype(np.float64), 2), np.tile(losses.astype(np.float64), 2)
     z = float(stats.norm.ppf((1 + confidence) / 2))
@@ -424,6 +433,8 @@ def _mcnemar_p(wins: npt.NDArray[np.int64], losses: npt.NDArray[np.int64]) -> Fl
     the exact test's tail falls under the normal one's; taking it there keeps "p < alpha" and
     "Tango's interval excludes 0" one event at every alpha. Batched for the power computation.
     """
+    from scipy import stats
+
     b, c = wins.astype(np.float64), losses.astype(np.float64)
     pairs = b + c
     exact = np.minimum(1.0, 2 * stats.binom.cdf(np.minimum(b, c), pairs, 0.5))

@@ -24,16 +24,18 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.stats import spearmanr
-from sklearn.ensemble import RandomForestRegressor
-from sklearn.feature_extraction.text import HashingVectorizer
-from sklearn.linear_model import BayesianRidge
-from sklearn.model_selection import KFold
 from threadpoolctl import ThreadpoolController
 
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ParamInfo
+
+# scikit-learn and scipy.stats are imported where they are used: together they take about a second
+# to import, which a command that fits no model (`agentdesign --help`, a refused option) need not
+# pay.
+if TYPE_CHECKING:
+    from sklearn.feature_extraction.text import HashingVectorizer
 
 __all__ = [
     "Domain",
@@ -174,6 +176,8 @@ def _param_features(info: ParamInfo, value: object) -> list[float]:
 
 @cache
 def _text_hasher(n_features: int, ngrams: int = 1) -> HashingVectorizer:
+    from sklearn.feature_extraction.text import HashingVectorizer
+
     return HashingVectorizer(
         n_features=n_features,
         alternate_sign=False,
@@ -287,6 +291,9 @@ class ValueModel:
     """
 
     def __init__(self, *, n_trees: int = 30, seed: int = 0, domain: Domain | None = None) -> None:
+        from sklearn.ensemble import RandomForestRegressor
+        from sklearn.linear_model import BayesianRidge
+
         self._ridge = BayesianRidge()
         self._forest = RandomForestRegressor(
             n_estimators=n_trees, max_features=0.5, random_state=seed, n_jobs=1
@@ -428,6 +435,8 @@ def held_out_predictions(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's predicted mean and std from a model fit on the other folds: the model judged on
     designs it did not see, as the search uses it."""
+    from sklearn.model_selection import KFold
+
     means = np.zeros(len(rows))
     stds = np.zeros(len(rows))
     splitter = KFold(n_splits=min(folds, len(rows)), shuffle=True, random_state=seed)
@@ -459,6 +468,8 @@ def value_report(means: np.ndarray, stds: np.ndarray, real: np.ndarray) -> Value
 
 def rank_correlation(predicted: np.ndarray, real: np.ndarray) -> float:
     """Spearman's rho; 0 where either side is constant (no ranking to agree with)."""
+    from scipy.stats import spearmanr
+
     if np.ptp(predicted) == 0 or np.ptp(real) == 0:
         return 0.0
     return float(spearmanr(predicted, real).statistic)
