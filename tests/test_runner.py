@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from agentdesign.components import Message, SandboxLimits, build_agent, parse_spec
+from agentdesign.components import Completion, Message, SandboxLimits, build_agent, parse_spec
 from agentdesign.components.testing import FakeChatModel, failing_responder
 from agentdesign.evaluators import (
     Benchmark,
@@ -146,3 +146,29 @@ def test_concurrent_tasks_are_each_reported_once_in_the_calling_thread() -> None
     )
     assert sorted(o.task_id for o in outcomes) == sorted(t.id for t in TASKS)
     assert threads == {threading.get_ident()}
+
+
+class _Remembered:
+    """A model whose every reply comes from a response cache: it took 4 s when it first ran."""
+
+    def complete(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Message],
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        number = messages[-1]["content"].split()[-1]
+        return Completion(text=f"Answer: {number}", latency_s=4.0, cached=True)
+
+
+def test_a_reply_from_the_cache_counts_at_the_seconds_it_took_when_it_ran() -> None:
+    """A design served from the response cache (after `run --estimate`, or asking what another
+    design asked) costs what its calls cost when they ran, not the moment the cache took."""
+    agent = build_agent(parse_spec({"model": MODEL}), llm=_Remembered())
+    for timeout_s in (None, 30.0):
+        outcome = run_task(agent, _Echo(), TASKS[1], timeout_s=timeout_s)
+        assert outcome.score == 1.0 and 4.0 <= outcome.latency_s < 5.0

@@ -45,7 +45,9 @@ class TaskOutcome:
     runner's "timeout"; and the scorer's "parse" (no answer in the expected form) and "sandbox"
     (code killed by the sandbox). "provider" (the provider failed a call, even after the retries,
     or the runner's timeout came while the provider was failing one) is the one kind that is no
-    score: `evaluate_agent` records it apart, and the task runs again.
+    score: `evaluate_agent` records it apart, and the task runs again. `latency_s` is the task's
+    seconds, a model reply served from the response cache counted at the seconds it took when it
+    ran (so that it is what the design costs).
     """
 
     task_id: str
@@ -183,7 +185,10 @@ def _run_and_score(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcom
     started = time.perf_counter()
     with benchmark.environment(task) as environment:
         result = agent.run(task.question, environment=environment)
-    latency = time.perf_counter() - started
+    # A reply from the response cache takes no time now: it counts at the seconds it took when it
+    # ran, so that a task's seconds are what the design costs, whatever the cache held (after
+    # `run --estimate`, or for two designs that ask the same).
+    latency = time.perf_counter() - started + sum(r.latency_s for r in result.trace if r.cached)
     details: dict[str, Any]
     error_kind: str | None
     if result.episode is not None:  # the environment's score, however the episode ended
