@@ -27,7 +27,7 @@ from agentdesign.components import (
     Example,
     ProviderError,
 )
-from agentdesign.evaluators import Benchmark, BenchmarkError, Task, TaskOutcome, score_interval
+from agentdesign.evaluators import Benchmark, BenchmarkError, Task
 from agentdesign.search.config import Budget, RunConfig, RunItems, resolve, run_header, store_run
 from agentdesign.search.strategies import (
     Failure,
@@ -39,10 +39,12 @@ from agentdesign.search.strategies import (
 )
 from agentdesign.search.study._context import RunContext
 from agentdesign.search.study._holdout import HoldoutConfirmation
+from agentdesign.search.study._mlflow import MlflowTracking, connect_mlflow
 from agentdesign.search.study._operators import ModelOperators
 from agentdesign.search.study._prior import labelled_from_archive
 from agentdesign.search.study._reporting import Reporter, RunSummary
 from agentdesign.search.study._scoring import RunScoring
+from agentdesign.search.study._tracking import NoTracking, RunOutcome, RunTracking
 from agentdesign.search.study._workers import (
     DEFAULT_HEARTBEAT_S,
     GRACE_BEATS,
@@ -68,6 +70,10 @@ class Engine:
     (`WorkerTrials`), the scoring within the budget (`RunScoring`), the holdout confirmation
     (`HoldoutConfirmation`) and what the model operators see of the run (`ModelOperators`), which
     it offers the meta agent and the prompt refiner as their `RunView`.
+
+    Its `tracking` keeps a record of the run outside the archive when one is asked for (MLflow:
+    `AGENTDESIGN_MLFLOW=1`), told by the engine when the run starts and ends, and by the scoring
+    after each evaluation. Its setting is checked first, so that a bad one stores nothing.
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class Engine:
         # optuna warns that heartbeats are meant for Study.optimize; ask-and-tell beats by itself.
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        mlflow = connect_mlflow()  # AGENTDESIGN_MLFLOW=1: a bad setting stops the run here
         resolved = resolve(
             config,
             archive,
@@ -112,7 +119,10 @@ class Engine:
             load_if_exists=True,
         )
         self.trials = WorkerTrials(self.context, self.study, storage)
-        self.scoring = RunScoring(self.context)
+        self.tracking: RunTracking = (
+            NoTracking() if mlflow is None else MlflowTracking(mlflow, self.context)
+        )
+        self.scoring = RunScoring(self.context, self.tracking)
         self.holdout = HoldoutConfirmation(self.context, self.scoring)
         self.operators = ModelOperators(self.context, self.scoring)
 
@@ -197,6 +207,8 @@ class Engine:
             ctx.reporter.warning(unpriced)
         reason = None
         holdout: tuple[EvaluationRecord, ...] = ()
+        outcome: RunOutcome = "interrupted"  # unless the block below says otherwise
+        self.tracking.run_started()
         try:
             repeats = 0
             if ctx.run.winner_hash is not None:  # fixed, holdout seen: the search is over
@@ -220,16 +232,22 @@ class Engine:
                     break
             if finalize:
                 self.trials.wait_for_others()
-                holdout = self.finalize()
+                holdout = self._confirm(None)
+            outcome = "finished" if finalize else "stopped"
         except (ProviderError, BenchmarkError) as exc:  # no score was made of it: stop, keep all
+            outcome = "failed"
             ctx.archive.update_run(ctx.run.name, status="failed")
             fixed = "the provider answers" if isinstance(exc, ProviderError) else "it is fixed"
             raise type(exc)(
                 f"{exc}; run {ctx.run.name} stopped and is kept: `agentdesign resume "
                 f"{ctx.run.name}` runs those tasks again once {fixed}"
             ) from exc
+        except Exception:
+            outcome = "failed"
+            raise
         finally:
             self.scoring.charge_time()
+            self.tracking.run_ended(outcome)
         totals = ctx.archive.run_totals(ctx.run.name)
         return RunSummary(
             run=ctx.run,
@@ -243,7 +261,19 @@ class Engine:
 
     def finalize(self, *, top: int | None = None) -> tuple[EvaluationRecord, ...]:
         """Confirms the top agents (default: the run's `confirm_top`) on holdout and marks the
-        run finished."""
+        run finished; its tracking then records the verdict."""
+        outcome: RunOutcome = "interrupted"
+        try:
+            holdout = self._confirm(top)
+            outcome = "finished"
+            return holdout
+        except Exception:
+            outcome = "failed"
+            raise
+        finally:
+            self.tracking.run_ended(outcome)
+
+    def _confirm(self, top: int | None) -> tuple[EvaluationRecord, ...]:
         ctx = self.context
         holdout = self.holdout.confirm(ctx.config.confirm_top if top is None else top)
         self.scoring.charge_time()
@@ -275,37 +305,7 @@ class Engine:
     ) -> EvaluationRecord:
         """Records the caller's scores of an asked design, one per search item, and tells the
         study. A result the archive holds already stands: the archive never rewrites one."""
-        ctx = self.context
-        evaluation = ctx.archive.get_or_create_evaluation(
-            agent_hash=spec.spec_hash,
-            benchmark=ctx.benchmark.name,
-            task_ids=[t.id for t in ctx.search_tasks],
-            split="search",
-        )
-        if evaluation.status != "complete":
-            for task in ctx.search_tasks:
-                outcome = TaskOutcome(
-                    task_id=task.id,
-                    output="",
-                    answer=task.answer,
-                    score=scores[task.id],
-                    prompt_tokens=0,
-                    completion_tokens=0,
-                    cost=0.0,
-                    latency_s=0.0,
-                    details={"scored_by": "caller"},
-                )
-                ctx.archive.add_task_result(evaluation.id, outcome)
-            results = ctx.archive.task_results(evaluation.id)
-            final = [results[t.id].score for t in ctx.search_tasks]
-            low, high, _ = score_interval(final, seed=ctx.config.seed)
-            evaluation = ctx.archive.finish_evaluation(
-                evaluation.id,
-                status="complete",
-                mean=sum(final) / len(final),
-                ci_low=low,
-                ci_high=high,
-            )
+        evaluation = self.scoring.record_scores(spec, scores)
         self._tell(trial, evaluation)
         return evaluation
 

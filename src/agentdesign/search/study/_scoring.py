@@ -16,6 +16,7 @@ from agentdesign.components import AgentSpec, token_price
 from agentdesign.evaluators import TaskOutcome, score_interval
 from agentdesign.search.study._context import RunContext
 from agentdesign.search.study._evaluation import evaluate_agent
+from agentdesign.search.study._tracking import NoTracking, RunTracking
 from agentdesign.search.study._workers import GRACE_BEATS
 
 __all__ = ["RunScoring"]
@@ -30,10 +31,13 @@ _SPEND_WARNINGS = (0.5, 0.8)
 
 class RunScoring:
     """Scores designs for the run of `context`, and keeps its budget: the time this process has
-    run is charged to the run, and the totals are read back (or this worker's tokens counted)."""
+    run is charged to the run, and the totals are read back (or this worker's tokens counted).
+    Each evaluation that finishes is told to the run's `tracking` (a record outside the archive,
+    such as MLflow's), the one place every evaluation of the run passes."""
 
-    def __init__(self, context: RunContext) -> None:
+    def __init__(self, context: RunContext, tracking: RunTracking | None = None) -> None:
         self.context = context
+        self.tracking: RunTracking = tracking or NoTracking()
         self._clock = time.monotonic()
         self._totals: tuple[float, RunTotals] | None = None  # when read, what was read
         self._tokens_since = 0  # this worker's, since then
@@ -208,8 +212,47 @@ class RunScoring:
         )
         if evaluation is None and pruned:
             evaluation = self._record_pruned(opened[0].id)
-        if evaluation is not None and ran:
-            ctx.reporter.agent_finished(spec, evaluation, split)
+        if evaluation is not None:
+            if ran:
+                ctx.reporter.agent_finished(spec, evaluation, split)
+            self.tracking.evaluated()
+        return evaluation
+
+    def record_scores(self, spec: AgentSpec, scores: Mapping[str, float]) -> EvaluationRecord:
+        """Records the caller's scores of `spec`, one per search item, as its search evaluation.
+        A result the archive holds already stands: the archive never rewrites one."""
+        ctx = self.context
+        evaluation = ctx.archive.get_or_create_evaluation(
+            agent_hash=spec.spec_hash,
+            benchmark=ctx.benchmark.name,
+            task_ids=[t.id for t in ctx.search_tasks],
+            split="search",
+        )
+        if evaluation.status != "complete":
+            for task in ctx.search_tasks:
+                outcome = TaskOutcome(
+                    task_id=task.id,
+                    output="",
+                    answer=task.answer,
+                    score=scores[task.id],
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    cost=0.0,
+                    latency_s=0.0,
+                    details={"scored_by": "caller"},
+                )
+                ctx.archive.add_task_result(evaluation.id, outcome)
+            results = ctx.archive.task_results(evaluation.id)
+            final = [results[t.id].score for t in ctx.search_tasks]
+            low, high, _ = score_interval(final, seed=ctx.config.seed)
+            evaluation = ctx.archive.finish_evaluation(
+                evaluation.id,
+                status="complete",
+                mean=sum(final) / len(final),
+                ci_low=low,
+                ci_high=high,
+            )
+        self.tracking.evaluated()
         return evaluation
 
     def _trails_incumbent(
