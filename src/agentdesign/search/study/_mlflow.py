@@ -331,8 +331,8 @@ def config_params(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _key(label: str) -> str:
-    """A baseline's label as MLflow takes it in a metric's name."""
-    return re.sub(r"[^\w\-. /]", "_", label)
+    """A baseline's label as MLflow takes it in a metric's name: `cot-sc(n=9)` as `cot-sc_n_9`."""
+    return re.sub(r"[^\w\-. /]+", "_", label).strip("_") or "_"
 
 
 def _ms(when: datetime) -> int:
