@@ -189,7 +189,7 @@ class _Server:
 
 
 _CURRENT_TEST = "PYTEST_CURRENT_TEST"
-_MAX_SERVERS = 4  # each holds the imports' memory (about 200 MB)
+_MAX_SERVERS = 4  # each holds the imports' memory (about 250 MB, litellm included)
 _SERVERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], _Server] = {}
 
 
