@@ -3,6 +3,13 @@ the embedded SmolLM2 runs here (for the timeouts of the tests that run it).
 
 PostgreSQL tests use the server named by AGENTDESIGN_TEST_POSTGRES_URL, each in a fresh schema;
 without a server they are skipped, except in CI (`CI=true`), where that is a failure.
+
+The suite runs on pytest-xdist's workers (pyproject's addopts); the tests that run SmolLM2 (marker
+`embedded`) share one xdist group, so they run one after another on one worker, never two models
+at once, and that worker measures the model's speed once (`smollm2_speed`). Beside the other
+workers the model runs on the cores they leave (AGENTDESIGN_EMBEDDED_THREADS, unless set): chosen
+from a moment's load, it could take a core another worker is about to use, and llama.cpp's threads
+slow down many times over when one of them waits for a core.
 """
 
 from __future__ import annotations
@@ -24,6 +31,24 @@ from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from agentdesign.archive import Archive
+
+EMBEDDED_GROUP = "embedded-model"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On an xdist worker, leaves a core to each other worker (see the module's docstring)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "AGENTDESIGN_EMBEDDED_THREADS" not in os.environ:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        os.environ["AGENTDESIGN_EMBEDDED_THREADS"] = str(max(1, (cores or 1) - (workers - 1)))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Puts every test marked `embedded` in one xdist group (see the module's docstring)."""
+    for item in items:
+        if item.get_closest_marker("embedded") is not None:
+            item.add_marker(pytest.mark.xdist_group(EMBEDDED_GROUP))
+
 
 POSTGRES_URL = os.environ.get(
     "AGENTDESIGN_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
