@@ -15,6 +15,7 @@ import shutil
 import socket
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +115,11 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
         db.execute("insert into runs values ('r1')")
     db.close()
     victim = subprocess.Popen(["sleep", "60"])  # its environment holds env_token
+    # Popen returns once the exec has begun; until the kernel has set up the new program's
+    # memory, /proc shows an empty environment (seen on a loaded machine): wait for it.
+    environ, deadline = Path(f"/proc/{victim.pid}/environ"), time.monotonic() + 30
+    while not environ.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     tcp = socket.create_server(("127.0.0.1", 0))
     tcp.setblocking(False)
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
