@@ -10,8 +10,9 @@ flushing) work as in a fresh process. Whatever the imports printed is printed ag
 of each command's output, so a warning at import time shows in every result as it would in a
 fresh process.
 
-One server per environment (a variable read at import time sees the command's environment) and
-list of modules; the servers end when the test session does.
+One server per environment (a variable read at import time sees the command's environment; those
+no import reads are left out, see _SET_IN_THE_CHILD) and list of modules; the servers end when the
+test session does.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ if request is None:
 requests.close()
 answers.close()
 os.chdir(request["cwd"])
-if dict(os.environ) != request["env"]:  # only PYTEST_CURRENT_TEST may differ
+if dict(os.environ) != request["env"]:  # only the variables no import reads may differ
     os.environ.clear()
     os.environ.update(request["env"])
 redirect(1, request["stdout"], os.O_WRONLY | os.O_APPEND)
@@ -188,7 +189,10 @@ class _Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-_CURRENT_TEST = "PYTEST_CURRENT_TEST"
+# Variables that no import reads, so that commands differing only in them share a server; the
+# child gets their values. pytest names the test running in PYTEST_CURRENT_TEST, and agentdesign
+# reads AGENTDESIGN_CACHE_DIR only when a command runs (tests give each test a cache of its own).
+_SET_IN_THE_CHILD = frozenset({"PYTEST_CURRENT_TEST", "AGENTDESIGN_CACHE_DIR"})
 _MAX_SERVERS = 4  # each holds the imports' memory (about 250 MB, litellm included)
 _SERVERS: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], _Server] = {}
 
@@ -215,8 +219,8 @@ def start_forked(
     entry "module:function" also called function() once it was imported); stdin
     is /dev/null and stdout and stderr are kept for `communicate`."""
     env = dict(os.environ if env is None else env)
-    # pytest names the test running in PYTEST_CURRENT_TEST: the child gets it, the key leaves it
-    key = (tuple(sorted((k, v) for k, v in env.items() if k != _CURRENT_TEST)), tuple(preload))
+    imported_with = sorted((k, v) for k, v in env.items() if k not in _SET_IN_THE_CHILD)
+    key = (tuple(imported_with), tuple(preload))
     server = _SERVERS.pop(key, None)  # and put back last: the least recently used goes first
     if server is None:
         while len(_SERVERS) >= _MAX_SERVERS:
