@@ -29,6 +29,7 @@ LAYERS = (
     "agentdesign.search.verdict",
     "agentdesign.search.strategies",
     "agentdesign.search.config",
+    "agentdesign.search.tracking",
     "agentdesign.search.study",
     "agentdesign.search.report",
     "agentdesign.search",

@@ -39,17 +39,22 @@ from agentdesign.search.strategies import (
 )
 from agentdesign.search.study._context import RunContext
 from agentdesign.search.study._holdout import HoldoutConfirmation
-from agentdesign.search.study._mlflow import MlflowTracking, connect_mlflow
 from agentdesign.search.study._operators import ModelOperators
 from agentdesign.search.study._prior import labelled_from_archive
 from agentdesign.search.study._reporting import Reporter, RunSummary
 from agentdesign.search.study._scoring import RunScoring
-from agentdesign.search.study._tracking import NoTracking, RunOutcome, RunTracking
 from agentdesign.search.study._workers import (
     DEFAULT_HEARTBEAT_S,
     GRACE_BEATS,
     WorkerTrials,
     trial_storage,
+)
+from agentdesign.search.tracking import (
+    MlflowTracking,
+    NoTracking,
+    RunOutcome,
+    RunTracking,
+    connect_mlflow,
 )
 
 __all__ = ["Engine", "study_name"]

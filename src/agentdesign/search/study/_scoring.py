@@ -16,8 +16,8 @@ from agentdesign.components import AgentSpec, token_price
 from agentdesign.evaluators import TaskOutcome, score_interval
 from agentdesign.search.study._context import RunContext
 from agentdesign.search.study._evaluation import evaluate_agent
-from agentdesign.search.study._tracking import NoTracking, RunTracking
 from agentdesign.search.study._workers import GRACE_BEATS
+from agentdesign.search.tracking import NoTracking, RunTracking
 
 __all__ = ["RunScoring"]
 
