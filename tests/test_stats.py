@@ -24,6 +24,7 @@ from agentdesign.evaluators import (
     summarize,
     winner_optimism,
 )
+from agentdesign.evaluators.stats._overfit import best_share, debiased_winner_score
 from agentdesign.evaluators.stats._stats import (
     BOOTSTRAP,
     EXACT,
@@ -31,8 +32,6 @@ from agentdesign.evaluators.stats._stats import (
     PAIRED_EXACT,
     _mean_intervals,
     _tango_interval,
-    best_share,
-    debiased_winner_score,
 )
 
 # 60 of 100 tasks solved, in a fixed scattered order.

@@ -50,21 +50,23 @@ from agentdesign.evaluators.environments._environments import (
 )
 from agentdesign.evaluators.environments._scienceworld import ScienceWorld
 from agentdesign.evaluators.environments._textworld import TextWorldExpress
-from agentdesign.evaluators.stats._power import minimum_detectable_effect
-from agentdesign.evaluators.stats._stats import (
+from agentdesign.evaluators.stats._overfit import (
     SELECTION_MIN_DESIGNS,
     SELECTION_MIN_ITEMS,
     OverfitReport,
-    PairedComparison,
-    ScoreSummary,
     backtest_overfitting,
-    paired_difference,
-    score_interval,
     selection_estimable,
     selection_overfit,
     shuffled_pbo,
-    summarize,
     winner_optimism,
+)
+from agentdesign.evaluators.stats._power import minimum_detectable_effect
+from agentdesign.evaluators.stats._stats import (
+    PairedComparison,
+    ScoreSummary,
+    paired_difference,
+    score_interval,
+    summarize,
 )
 
 __all__ = [
