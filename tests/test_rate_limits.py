@@ -14,6 +14,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import capitals_file
@@ -143,30 +144,35 @@ def test_without_a_budget_a_rate_limit_is_retried_as_any_failure() -> None:
 # --- evaluations and runs -------------------------------------------------------------------------
 
 
+def score_every_task(tmp_path: Path, url: str, n: int, **settings: Any) -> None:
+    """A run of one design on `n` capitals against the server at `url`, with `settings`: it
+    finishes with every task scored right and none a failure."""
+    config = RunConfig.of(
+        "limited",
+        benchmark=capitals(tmp_path, n).reference,
+        model=MODEL,
+        api_base=url,
+        budget=Budget(max_agents=1),
+        n_search=n,
+        n_holdout=0,
+        choices=ONE_CALL,
+        **settings,
+    )
+    with Archive(str(tmp_path / "archive.db")) as archive:
+        summary = run_search(archive, config)
+        [row] = archive.leaderboard(run_name="limited")
+        assert archive.task_failures(row.evaluation_id) == []
+    assert (row.n_tasks, row.mean, summary.agents_done) == (n, 1.0, 1)
+
+
 def test_a_run_at_concurrency_against_a_rate_limited_server_finishes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Sixteen tasks at once against a server that lets four a second through: the calls wait
     and slow down instead of failing (tries after 1, 2 and 4 s lose to the fifteen others), the
     run finishes with every task scored, and stderr says it waited in a line or two."""
-    bench = capitals(tmp_path, 24)
     with LimitedProvider(rpm=240, latency_s=0.1, burst_s=1.0) as provider:
-        config = RunConfig.of(
-            "limited",
-            benchmark=bench.reference,
-            model=MODEL,
-            api_base=provider.url,
-            budget=Budget(max_agents=1),
-            n_search=24,
-            n_holdout=0,
-            concurrency=16,
-            choices=ONE_CALL,
-        )
-        with Archive(str(tmp_path / "archive.db")) as archive:
-            summary = run_search(archive, config)
-            [row] = archive.leaderboard(run_name="limited")
-            assert archive.task_failures(row.evaluation_id) == []
-        assert (row.n_tasks, row.mean, summary.agents_done) == (24, 1.0, 1)
+        score_every_task(tmp_path, provider.url, 24, concurrency=16)
         assert len(provider.ok_at) == 24 and provider.limited_at  # it was rate-limited
         warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
         assert 1 <= len(warnings) <= 2, warnings  # one a minute at most: not a flood
@@ -180,26 +186,9 @@ def test_a_task_timeout_does_not_count_the_time_rate_limits_hold_a_call_back(
     wait is the provider's, not the design's, so every task is scored and none is a failure
     (before, each such task was a provider failure and the run stopped). A first call warms
     litellm's client, whose first use alone can take a second on a busy machine."""
-    bench = capitals(tmp_path, 4)
     with LimitedProvider(rpm=40, latency_s=0.05, burst_s=1.0) as provider:
         ask(LiteLLMChatModel(api_base=provider.url), "warm-up?")
-        config = RunConfig.of(
-            "throttled",
-            benchmark=bench.reference,
-            model=MODEL,
-            api_base=provider.url,
-            budget=Budget(max_agents=1),
-            n_search=4,
-            n_holdout=0,
-            concurrency=4,
-            task_timeout_s=1.5,
-            choices=ONE_CALL,
-        )
-        with Archive(str(tmp_path / "archive.db")) as archive:
-            summary = run_search(archive, config)
-            [row] = archive.leaderboard(run_name="throttled")
-            assert archive.task_failures(row.evaluation_id) == []
-        assert (row.n_tasks, row.mean, summary.agents_done) == (4, 1.0, 1)
+        score_every_task(tmp_path, provider.url, 4, concurrency=4, task_timeout_s=1.5)
         assert len(provider.ok_at) == 5
         assert provider.ok_at[-1] - provider.ok_at[1] >= 4.0  # they were held back
 
