@@ -1,5 +1,6 @@
 """Fixtures shared by the suites: a fresh database per test, SQLite or PostgreSQL, and how fast
-the embedded SmolLM2 runs here (for the timeouts of the tests that run it).
+the embedded SmolLM2 runs here (for the timeouts of the tests that run it); and the small
+benchmarks, fake models and design spaces several suites search with.
 
 PostgreSQL tests use the server named by AGENTDESIGN_TEST_POSTGRES_URL, each in a fresh schema;
 without a server they are skipped, except in CI (`CI=true`), where that is a failure.
@@ -16,11 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import HTTPServer
@@ -31,6 +33,8 @@ from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.exc import OperationalError
 
 from agentdesign.archive import Archive
+from agentdesign.components import Message
+from agentdesign.components.testing import FakeChatModel
 
 EMBEDDED_GROUP = "embedded-model"
 
@@ -181,3 +185,37 @@ def capitals_file(folder: Path, n: int) -> Path:
         "".join(f'{{"question": "Capital number {i}?", "answer": "Paris"}}\n' for i in range(n))
     )
     return path
+
+
+# Twelve sums to search on.
+SUMS = [
+    {"question": f"What is {a} plus {b}?", "answer": str(a + b)}
+    for a in range(1, 5)
+    for b in range(1, 4)
+]
+
+
+def sums_reply(messages: Sequence[Message]) -> str:
+    """Right on a sum only with scratchpad reasoning (its prompt asks for four labelled sections),
+    so that the winner is neither baseline."""
+    asked = re.search(r"What is (\d+) plus (\d+)\?", messages[-1]["content"])
+    right = int(asked[1]) + int(asked[2]) if asked else 0
+    return f"Answer: {right if 'four labelled sections' in messages[0]['content'] else -1}"
+
+
+def sums_model() -> FakeChatModel:
+    """A fake model that answers with `sums_reply`."""
+    return FakeChatModel(lambda model, messages, temperature, seed: sums_reply(messages))
+
+
+def space_choices(**varied: Sequence[str]) -> dict[str, Sequence[str]]:
+    """A design space's choices: the single workflow with direct reasoning and no planning,
+    memory, tool or reflection (one model call an item), but for the slots in `varied`."""
+    return {
+        "workflow": ["single"],
+        "planning": ["none"],
+        "reasoning": ["direct"],
+        "memory": ["none"],
+        "tool": ["none"],
+        "reflection": ["none"],
+    } | varied

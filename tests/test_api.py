@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import SUMS, space_choices, sums_model, sums_reply
 
 from agentdesign.archive import Archive, ArchiveError
 from agentdesign.components import AgentDesignError, Message, ProviderError, extract_answer
-from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import Benchmark, BenchmarkError, Score, Task
 from agentdesign.search import (
     History,
@@ -29,34 +29,13 @@ from agentdesign.search import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-ITEMS = [
-    {"question": f"What is {a} plus {b}?", "answer": str(a + b)}
-    for a in range(1, 5)
-    for b in range(1, 4)
-]
 # Six designs: which reasoning, and whether a calculator is offered.
 SPACE: Mapping[str, Any] = {
-    "choices": {
-        "workflow": ["single"],
-        "planning": ["none"],
-        "reasoning": ["direct", "cot", "scratchpad"],
-        "memory": ["none"],
-        "tool": ["none", "calculator"],
-        "reflection": ["none"],
-    },
+    "choices": space_choices(
+        reasoning=["direct", "cot", "scratchpad"], tool=["none", "calculator"]
+    ),
     "limits": {"reasoning__max_tokens": [512, 512]},
 }
-
-
-def reply(messages: Sequence[Message]) -> str:
-    """Right only with scratchpad reasoning, so the winner is neither baseline."""
-    asked = re.search(r"What is (\d+) plus (\d+)\?", messages[-1]["content"])
-    right = int(asked[1]) + int(asked[2]) if asked else 0
-    return f"Answer: {right if 'four labelled sections' in messages[0]['content'] else -1}"
-
-
-def fake() -> FakeChatModel:
-    return FakeChatModel(lambda model, messages, temperature, seed: reply(messages))
 
 
 def exact(output: str, answer: str) -> bool:
@@ -68,7 +47,7 @@ def new_search(tmp_path: Path, **overrides: Any) -> Search:
         "scorer": exact,
         "name": "api",
         "storage": tmp_path / "api.db",
-        "model": fake(),
+        "model": sums_model(),
         "model_name": "fake",
         "strategy": "random",
         "space": SPACE,
@@ -77,16 +56,16 @@ def new_search(tmp_path: Path, **overrides: Any) -> Search:
         "race": False,
         **overrides,
     }
-    return create_search(arguments.pop("benchmark", ITEMS), **arguments)
+    return create_search(arguments.pop("benchmark", SUMS), **arguments)
 
 
 def reopen(tmp_path: Path, **overrides: Any) -> Search:
     """Run "api" loaded again with what the archive cannot store, as `new_search` gave it."""
     arguments: dict[str, Any] = {
         "storage": tmp_path / "api.db",
-        "benchmark": ITEMS,
+        "benchmark": SUMS,
         "scorer": exact,
-        "model": fake(),
+        "model": sums_model(),
         "model_name": "fake",
         **overrides,
     }
@@ -161,10 +140,12 @@ def test_load_search_resumes_and_asks_again_for_what_it_cannot_store(tmp_path: P
     with pytest.raises(AgentDesignError, match=r"benchmark=.*model=") as refused:
         load_search("api", storage=tmp_path / "api.db")
     assert "\n" not in str(refused.value)
-    with pytest.raises(AgentDesignError, match="searched with model 'python/fake', not 'python/r"):
-        reopen(tmp_path, model=reply, model_name=None)
+    with pytest.raises(
+        AgentDesignError, match="searched with model 'python/fake', not 'python/sums_reply'"
+    ):
+        reopen(tmp_path, model=sums_reply, model_name=None)
     with pytest.raises(AgentDesignError, match="other items, or another scorer"):
-        reopen(tmp_path, benchmark=ITEMS[:-1])
+        reopen(tmp_path, benchmark=SUMS[:-1])
     with pytest.raises(AgentDesignError, match="other items, or another scorer"):
         reopen(tmp_path, scorer=lambda output, answer: 1.0)
 
@@ -259,7 +240,7 @@ def test_a_function_is_a_model(tmp_path: Path) -> None:
 
     def my_model(messages: Sequence[Message]) -> str:
         calls.append(messages)
-        return reply(messages)
+        return sums_reply(messages)
 
     with new_search(tmp_path, model=my_model, model_name=None) as search:
         assert search.run.model == "python/my_model"
@@ -306,10 +287,10 @@ def test_bad_input_is_one_clear_error_and_writes_nothing(tmp_path: Path) -> None
     ]
     for overrides, message in refused:
         arguments: dict[str, Any] = {
-            "benchmark": ITEMS,
+            "benchmark": SUMS,
             "scorer": exact,
             "storage": db,
-            "model": fake(),
+            "model": sums_model(),
             "model_name": "fake",
             "space": SPACE,
             "n_search": 4,

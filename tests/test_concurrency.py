@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import capitals_file, serving
+from conftest import capitals_file, serving, space_choices
 
 from agentdesign.archive import Archive
 from agentdesign.components import import_litellm
@@ -27,14 +27,7 @@ from agentdesign.search import Budget, RunConfig, run_search
 LATENCY_S = 0.5
 TASKS = 16
 MODEL = "openai/slow"
-ONE_CALL = {  # a design that makes one model call per task
-    "workflow": ("single",),
-    "planning": ("none",),
-    "reasoning": ("direct",),
-    "memory": ("none",),
-    "tool": ("none",),
-    "reflection": ("none",),
-}
+ONE_CALL = space_choices()  # a design that makes one model call per task
 
 
 class SlowProvider:

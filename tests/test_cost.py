@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import capitals_file
+from conftest import capitals_file, space_choices
 from limited_provider import LimitedProvider
 from test_bad_input import refuses
 from test_cli import agentdesign, assert_one_line_error, make_archive_with_a_run
@@ -32,14 +32,7 @@ PRICED = "openai/pricey-test"  # $0.001 a prompt token, $0.002 a completion toke
 UNPRICED = "openai/limited"  # in no price table
 CALL = 7 * 1e-3 + 2 * 2e-3
 # Designs that all make one call an item (a reasoning prompt and its token cap differ).
-ONE_CALL = {
-    "workflow": ["single"],
-    "planning": ["none"],
-    "reasoning": ["direct", "cot", "scratchpad"],
-    "memory": ["none"],
-    "tool": ["none"],
-    "reflection": ["none"],
-}
+ONE_CALL = space_choices(reasoning=["direct", "cot", "scratchpad"])
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EmbeddedSpeed
+from conftest import SUMS, EmbeddedSpeed, space_choices, sums_model, sums_reply
 from forked_python import run_forked
 from outage_proxy import OutageProxy
 
@@ -45,44 +45,21 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 pytestmark = pytest.mark.xdist_group("mlflow-server")
 
 STARTUP_S = 180.0  # the server's first start: migrations and imports, on a loaded machine
-ITEMS = [
-    {"question": f"What is {a} plus {b}?", "answer": str(a + b)}
-    for a in range(1, 5)
-    for b in range(1, 4)
-]
 # Three designs: which reasoning; the fake model is right only with scratchpad's.
 SPACE: Mapping[str, Any] = {
-    "choices": {
-        "workflow": ["single"],
-        "planning": ["none"],
-        "reasoning": ["direct", "cot", "scratchpad"],
-        "memory": ["none"],
-        "tool": ["none"],
-        "reflection": ["none"],
-    },
+    "choices": space_choices(reasoning=["direct", "cot", "scratchpad"]),
     "limits": {"reasoning__max_tokens": [512, 512]},
 }
-
-
-def reply(messages: Sequence[Message]) -> str:
-    """Right only with scratchpad reasoning, so the winner beats chain of thought."""
-    asked = messages[-1]["content"].removeprefix("What is ").split(" plus ")
-    right = int(asked[0]) + int(asked[1].rstrip("?")) if len(asked) == 2 else 0
-    return f"Answer: {right if 'four labelled sections' in messages[0]['content'] else -1}"
-
-
-def fake() -> FakeChatModel:
-    return FakeChatModel(lambda model, messages, temperature, seed: reply(messages))
 
 
 def new_search(tmp_path: Path, name: str, **overrides: Any) -> Search:
     """A run on a JSON Lines file of sums (so that `resume` finds its items again)."""
     data = tmp_path / "sums.jsonl"
-    data.write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    data.write_text("".join(json.dumps(item) + "\n" for item in SUMS))
     arguments: dict[str, Any] = {
         "name": name,
         "storage": tmp_path / "runs.db",
-        "model": fake(),
+        "model": sums_model(),
         "model_name": "fake",
         "strategy": "random",
         "space": SPACE,
@@ -378,7 +355,7 @@ def test_a_failed_run_resumed_adds_to_its_parent_and_logs_nothing_twice(
         calls += 1
         if calls > 6:  # the provider fails on the second design's third item, and after
             raise LLMCallError("rate limited", transient=True)
-        return reply(messages)
+        return sums_reply(messages)
 
     with (
         new_search(tmp_path, "twice", model=FakeChatModel(failing_later)) as search,
@@ -388,7 +365,7 @@ def test_a_failed_run_resumed_adds_to_its_parent_and_logs_nothing_twice(
     parent, first = mlflow_runs(server, "resumed")
     assert parent.info.status == "FAILED" and len(first) == 1
     with load_search(
-        "twice", storage=tmp_path / "runs.db", model=fake(), model_name="fake"
+        "twice", storage=tmp_path / "runs.db", model=sums_model(), model_name="fake"
     ) as search:
         search.optimize(n_agents=2)  # the unfinished design, one more, then the holdout
         parent, children = mlflow_runs(server, "resumed")
@@ -422,7 +399,7 @@ def test_a_server_that_goes_away_mid_run_costs_one_warning_line(
         calls += 1
         if calls == 5:  # the second design's first item
             proxy.close()
-        return reply(messages)
+        return sums_reply(messages)
 
     with proxy, new_search(tmp_path, "outage", model=FakeChatModel(dying)) as search:
         summary = search.optimize(n_agents=3)
@@ -448,7 +425,7 @@ def test_a_server_that_goes_away_mid_run_costs_one_warning_line(
     utils._artifact_repos_cache.clear()
     use_mlflow(monkeypatch, server, "outage")
     with Archive(str(tmp_path / "runs.db")) as archive:
-        resume_search(archive, "outage", llm=fake())
+        resume_search(archive, "outage", llm=sums_model())
         parent, children = mlflow_runs(server, "outage")
         assert_mirrors_the_archive(archive, "outage", children)
     assert "MLflow" not in capsys.readouterr().err

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from conftest import space_choices
 from scipy import stats
 
 from agentdesign.components import AgentDesignError, Message, extract_answer
@@ -19,14 +20,7 @@ from agentdesign.search import Racing, RunConfig, create_search, load_search
 
 ITEMS = [{"question": f"What is {a} plus 1?", "answer": str(a + 1)} for a in range(8)]
 SPACE = {
-    "choices": {
-        "workflow": ["single"],
-        "planning": ["none"],
-        "reasoning": ["direct", "cot", "scratchpad"],
-        "memory": ["none"],
-        "tool": ["none"],
-        "reflection": ["none"],
-    },
+    "choices": space_choices(reasoning=["direct", "cot", "scratchpad"]),
     "limits": {"reasoning__max_tokens": [512, 512]},
 }
 

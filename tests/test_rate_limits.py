@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import capitals_file
+from conftest import capitals_file, space_choices
 from limited_provider import LimitedProvider
 
 from agentdesign.archive import Archive
@@ -40,14 +40,7 @@ from agentdesign.evaluators import Benchmark, get_benchmark
 from agentdesign.search import Budget, RunConfig, evaluate_agent, run_search
 
 MODEL = "openai/limited"
-ONE_CALL = {  # a design that makes one model call per task
-    "workflow": ("single",),
-    "planning": ("none",),
-    "reasoning": ("direct",),
-    "memory": ("none",),
-    "tool": ("none",),
-    "reflection": ("none",),
-}
+ONE_CALL = space_choices()  # a design that makes one model call per task
 
 
 @pytest.fixture(autouse=True)
