@@ -17,9 +17,7 @@ from agentdesign.archive import (
     worker_id,
 )
 from agentdesign.components import AgentDesignError, ChatModel
-from agentdesign.evaluators import Benchmark
 from agentdesign.search.config import MAX_SEED, Budget, RunConfig
-from agentdesign.search.strategies import Strategy
 from agentdesign.search.study._loop import Engine
 from agentdesign.search.study._reporting import Reporter, RunSummary
 from agentdesign.search.study._workers import DEFAULT_HEARTBEAT_S
@@ -162,27 +160,12 @@ def stored_engine(
     llm: ChatModel | None,
     reporter: Reporter | None,
     heartbeat_s: int,
-    *,
-    strategy_seed: int | None = None,
-    benchmark: Benchmark | None = None,
-    strategy: Strategy | None = None,
 ) -> Engine:
     """The engine of stored run `name`, rebuilt from its stored configuration (what `resume`,
     `worker` and `finalize` drive), with `budget` for this process if given."""
     run = archive.get_run(name)
     config = RunConfig.from_dict(run.config)
-    return _stored(
-        archive,
-        run,
-        config,
-        budget,
-        llm,
-        reporter,
-        heartbeat_s,
-        strategy_seed=strategy_seed,
-        benchmark=benchmark,
-        strategy=strategy,
-    )
+    return _stored(archive, run, config, budget, llm, reporter, heartbeat_s)
 
 
 def _stored(
@@ -195,8 +178,6 @@ def _stored(
     heartbeat_s: int,
     *,
     strategy_seed: int | None = None,
-    benchmark: Benchmark | None = None,
-    strategy: Strategy | None = None,
 ) -> Engine:
     return Engine(
         archive,
@@ -205,7 +186,5 @@ def _stored(
         llm=llm,
         reporter=reporter,
         heartbeat_s=heartbeat_s,
-        benchmark=benchmark,
-        strategy=strategy,
         strategy_seed=strategy_seed,
     )
