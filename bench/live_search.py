@@ -93,6 +93,15 @@ def finished(archive: Archive, name: str) -> None:
         sys.exit(f"error: run {name} is {run.status}, not finished: resuming it calls the model")
 
 
+def run_or_check(archive: Archive, args: argparse.Namespace, name: str, **settings: Any) -> None:
+    """Runs (or resumes) the run `name` of `args` with `settings` (see `run_config`); with
+    `args.archived`, only checks that it finished."""
+    if args.archived:
+        finished(archive, name)
+    else:
+        search(archive, run_config(args, name, **settings))
+
+
 def row(archive: Archive, name: str, summaries: list[ScoreSummary]) -> dict[str, str]:
     """The table cells of a finished run; appends the scores' summaries to `summaries`."""
     (best,) = archive.leaderboard(run_name=name, limit=1)
@@ -140,18 +149,13 @@ def main() -> None:
     names = {s: f"live-{args.benchmark}-{s}-s{args.seed}" for s in args.strategies}
     with Archive(f"sqlite:///{args.archive}") as archive:
         for strategy, name in names.items():
-            if args.archived:
-                finished(archive, name)
-                continue
-            search(
+            run_or_check(
                 archive,
-                run_config(
-                    args,
-                    name,
-                    strategy=strategy,
-                    budget=Budget(max_agents=args.max_agents),
-                    confirm_top=1,
-                ),
+                args,
+                name,
+                strategy=strategy,
+                budget=Budget(max_agents=args.max_agents),
+                confirm_top=1,
             )
         summaries: list[ScoreSummary] = []
         rows = [{"strategy": s, **row(archive, name, summaries)} for s, name in names.items()]

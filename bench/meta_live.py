@@ -26,7 +26,7 @@ import argparse
 from pathlib import Path
 
 from _common import interval_legend, markdown_table, score_cell, score_summary
-from live_search import finished, run_config, search
+from live_search import run_or_check
 
 from agentdesign.archive import Archive
 from agentdesign.components import AgentSpec
@@ -132,18 +132,13 @@ def main() -> None:
     }
     with Archive(f"sqlite:///{args.archive}") as archive:
         for variant, name in names.items():
-            if args.archived:
-                finished(archive, name)
-                continue
-            search(
+            run_or_check(
                 archive,
-                run_config(
-                    args,
-                    name,
-                    budget=Budget(max_agents=50, max_tokens=args.max_tokens),
-                    meta_view=args.meta_view,
-                    **VARIANTS[variant],
-                ),
+                args,
+                name,
+                budget=Budget(max_agents=50, max_tokens=args.max_tokens),
+                meta_view=args.meta_view,
+                **VARIANTS[variant],
             )
         summaries: list[ScoreSummary] = []
         against = args.against or names.get("mcts")
