@@ -21,7 +21,7 @@ from test_report import INJECTED, PLOTS, meta_report, searched_report
 from agentdesign.archive import Archive
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, ConsoleMessage, Route
+    from playwright.sync_api import Browser, ConsoleMessage, Page, Route
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTEFACTS = Path(__file__).resolve().parents[1] / "build" / "test-artifacts"
@@ -80,11 +80,10 @@ def chromium() -> Iterator[Browser]:
         browser.close()
 
 
-def test_the_report_renders_every_plot_offline_without_errors(
-    chromium: Browser, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    report = searched_report(tmp_path_factory)
-    page = chromium.new_page(viewport={"width": 1200, "height": 900})
+def open_offline(browser: Browser, report: Path) -> tuple[Page, list[str], list[str]]:
+    """`report` loaded in a new page that reaches no network: the page, the errors its console and
+    scripts report as it goes on, and the addresses it tried to fetch (each refused)."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
     errors: list[str] = []
     fetched: list[str] = []
 
@@ -103,6 +102,14 @@ def test_the_report_renders_every_plot_offline_without_errors(
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.route("**/*", offline)
     page.goto(report.as_uri(), wait_until="load")
+    return page, errors, fetched
+
+
+def test_the_report_renders_every_plot_offline_without_errors(
+    chromium: Browser, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    report = searched_report(tmp_path_factory)
+    page, errors, fetched = open_offline(chromium, report)
     try:
         page.wait_for_function(f"({DRAWN})() >= {len(PLOTS)}", timeout=30_000)
     finally:  # kept to look at, above all when a plot is missing
@@ -130,23 +137,7 @@ def test_the_meta_agents_text_is_folded_text_not_markup(
     report, database = meta_report(tmp_path_factory)
     with Archive(str(database)) as archive:
         n_calls = archive.search_call_totals("meta")["meta"][0]
-    page = chromium.new_page(viewport={"width": 1200, "height": 900})
-    errors: list[str] = []
-
-    def console(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            errors.append(message.text)
-
-    def offline(route: Route) -> None:
-        if route.request.url.startswith(("file:", "data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            route.abort()
-
-    page.on("console", console)
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    page.route("**/*", offline)
-    page.goto(report.as_uri(), wait_until="load")
+    page, errors, _ = open_offline(chromium, report)
     folded = page.locator("#meta-agent details")
     assert folded.count() == 2 * n_calls  # each reply's prompt and response, once
     assert page.evaluate("document.querySelectorAll('#meta-agent details[open]').length") == 0
