@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import HTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import create_engine, make_url, text
@@ -35,6 +36,9 @@ from sqlalchemy.exc import OperationalError
 from agentdesign.archive import Archive
 from agentdesign.components import Message
 from agentdesign.components.testing import FakeChatModel
+
+if TYPE_CHECKING:
+    from agentdesign.search import Search
 
 EMBEDDED_GROUP = "embedded-model"
 
@@ -206,6 +210,22 @@ def sums_reply(messages: Sequence[Message]) -> str:
 def sums_model() -> FakeChatModel:
     """A fake model that answers with `sums_reply`."""
     return FakeChatModel(lambda model, messages, temperature, seed: sums_reply(messages))
+
+
+def sums_search(benchmark: Any = SUMS, **settings: Any) -> Search:
+    """A small search with the fake `sums_model`: at random, on 4 search items and 3 holdout,
+    without racing; `settings` add to that or change it."""
+    from agentdesign.search import create_search  # its import is heavy: only where it is used
+
+    defaults = {
+        "model": sums_model(),
+        "model_name": "fake",
+        "strategy": "random",
+        "n_search": 4,
+        "n_holdout": 3,
+        "race": False,
+    }
+    return create_search(benchmark, **(defaults | settings))
 
 
 def space_choices(**varied: Sequence[str]) -> dict[str, Sequence[str]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import SUMS, space_choices, sums_model, sums_reply
+from conftest import SUMS, space_choices, sums_model, sums_reply, sums_search
 
 from agentdesign.archive import Archive, ArchiveError
 from agentdesign.components import AgentDesignError, Message, ProviderError, extract_answer
@@ -47,16 +47,10 @@ def new_search(tmp_path: Path, **overrides: Any) -> Search:
         "scorer": exact,
         "name": "api",
         "storage": tmp_path / "api.db",
-        "model": sums_model(),
-        "model_name": "fake",
-        "strategy": "random",
         "space": SPACE,
-        "n_search": 4,
-        "n_holdout": 3,
-        "race": False,
         **overrides,
     }
-    return create_search(arguments.pop("benchmark", SUMS), **arguments)
+    return sums_search(arguments.pop("benchmark", SUMS), **arguments)
 
 
 def reopen(tmp_path: Path, **overrides: Any) -> Search:

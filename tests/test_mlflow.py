@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SUMS, EmbeddedSpeed, space_choices, sums_model, sums_reply
+from conftest import SUMS, EmbeddedSpeed, space_choices, sums_model, sums_reply, sums_search
 from forked_python import run_forked
 from outage_proxy import OutageProxy
 
@@ -56,19 +56,8 @@ def new_search(tmp_path: Path, name: str, **overrides: Any) -> Search:
     """A run on a JSON Lines file of sums (so that `resume` finds its items again)."""
     data = tmp_path / "sums.jsonl"
     data.write_text("".join(json.dumps(item) + "\n" for item in SUMS))
-    arguments: dict[str, Any] = {
-        "name": name,
-        "storage": tmp_path / "runs.db",
-        "model": sums_model(),
-        "model_name": "fake",
-        "strategy": "random",
-        "space": SPACE,
-        "n_search": 4,
-        "n_holdout": 3,
-        "race": False,
-        **overrides,
-    }
-    return create_search(f"jsonl:{data}", **arguments)
+    arguments = {"name": name, "storage": tmp_path / "runs.db", "space": SPACE, **overrides}
+    return sums_search(f"jsonl:{data}", **arguments)
 
 
 class MlflowServer:
