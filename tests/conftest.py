@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import HTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,6 +180,45 @@ def serving(server: HTTPServer) -> Iterator[None]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def chat_completion(
+    text: str,
+    *,
+    model: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    finish_reason: str = "stop",
+) -> dict[str, Any]:
+    """An OpenAI chat completion that answers `text`, as the fake providers on loopback reply."""
+    return {
+        "id": f"chatcmpl-{model}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": finish_reason,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def send_json(handler: BaseHTTPRequestHandler, payload: Any) -> None:
+    """Answers the request `handler` serves: status 200, `payload` as JSON."""
+    body = json.dumps(payload).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def capitals_file(folder: Path, n: int) -> Path:

@@ -8,7 +8,6 @@ bench/concurrency.py measures the pace at 1 to 64 tasks at once.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import capitals_file, serving, space_choices
+from conftest import capitals_file, chat_completion, send_json, serving, space_choices
 
 from agentdesign.archive import Archive
 from agentdesign.components import import_litellm
@@ -28,6 +27,7 @@ LATENCY_S = 0.5
 TASKS = 16
 MODEL = "openai/slow"
 ONE_CALL = space_choices()  # a design that makes one model call per task
+ANSWER = chat_completion("Answer: Paris", model="slow", prompt_tokens=7, completion_tokens=2)
 
 
 class SlowProvider:
@@ -50,12 +50,7 @@ class SlowProvider:
                 provider.arrived()
                 time.sleep(LATENCY_S)
                 provider.left()
-                body = json.dumps(_completion()).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_json(self, ANSWER)
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
@@ -75,23 +70,6 @@ class SlowProvider:
         with self.lock:
             self.in_flight -= 1
             self.last_at = time.perf_counter()
-
-
-def _completion() -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-slow",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "slow",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": "Answer: Paris"},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9},
-    }
 
 
 @pytest.fixture

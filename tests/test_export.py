@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import serving
+from conftest import chat_completion, send_json, serving
 
 from agentdesign.components import (
     REGISTRY,
@@ -365,27 +365,10 @@ class ScriptedProvider:
                 )
                 for marker in asked.get("stop") or ():
                     text = text.split(marker, 1)[0]
-                body = json.dumps(
-                    {
-                        "id": "chatcmpl-scripted",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": asked["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                answer = chat_completion(
+                    text, model=asked["model"], prompt_tokens=1, completion_tokens=1
+                )
+                send_json(self, answer)
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True

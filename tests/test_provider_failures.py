@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import capitals_file, serving
+from conftest import capitals_file, chat_completion, serving
 from rich.console import Console
 
 from agentdesign.archive import Archive
@@ -117,21 +117,13 @@ class FakeProvider:
             time.sleep(HANG_S if mode == "hang" else SLOW_S)
         text = "" if mode in ("empty", "empty-tokens", "length") else f"Answer: {self.answer}"
         tokens = {"empty-tokens": 5, "length": request["max_tokens"]}.get(mode, len(text.split()))
-        usage = {"prompt_tokens": 7, "completion_tokens": tokens, "total_tokens": 7 + tokens}
-        completion = {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "fake",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "length" if mode == "length" else "stop",
-                }
-            ],
-            "usage": usage,
-        }
+        completion = chat_completion(
+            text,
+            model="fake",
+            prompt_tokens=7,
+            completion_tokens=tokens,
+            finish_reason="length" if mode == "length" else "stop",
+        )
         return 200, json.dumps(completion).encode(), DRIP_S if mode == "drip" else 0.0
 
 
