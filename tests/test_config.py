@@ -87,7 +87,8 @@ def test_the_command_line_and_the_python_api_start_the_same_run_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`agentdesign run` and `create_search` with nothing but a name make the same config: one
-    table of defaults (the command line's: 4 agents, 6 search and 8 holdout items, quick)."""
+    table of defaults (the command line's: BFCL on the embedded 0.5B model, 4 agents, 4 search
+    and 40 holdout items, quick)."""
     monkeypatch.setattr(_app, "run_search", lambda archive, config, **_: capture(config))
     result = CliRunner().invoke(
         _app.app, ["run", "--name", "x", "--storage", str(tmp_path / "cli.db")]
@@ -101,10 +102,11 @@ def test_the_command_line_and_the_python_api_start_the_same_run_by_default(
     with pytest.raises(Captured) as from_api:
         create_search(name="x", storage=tmp_path / "api.db")
     assert from_api.value.config == from_cli
+    assert (from_cli.benchmark, from_cli.model) == ("bfcl", "embedded/qwen2.5-coder-0.5b")
     assert (from_cli.budget, from_cli.split.n_search, from_cli.split.n_holdout) == (
         Budget(max_agents=4),
-        6,
-        8,
+        4,
+        40,
     )
     assert from_cli.space == SpaceSettings(preset="quick")
     # what a RunConfig takes unless told, but the space: it searches the whole space
@@ -148,7 +150,7 @@ def test_a_config_nests_its_settings_and_stores_them_flat_as_always() -> None:
         limits={"reasoning__max_tokens": [256, 256]},
         max_agents=5,
     )
-    assert config.split == SplitSettings(n_search=7, n_holdout=8, seed=3)
+    assert config.split == SplitSettings(n_search=7, n_holdout=40, seed=3)
     assert config.race == RaceSettings(enabled=False, alpha=0.2) and config.racing() is None
     assert config.meta == MetaSettings(every=2, view=3)
     assert config.space.choices == {"workflow": ("single",)}

@@ -680,7 +680,7 @@ def test_the_command_exports_the_winner_with_its_evidence(tmp_path: Path) -> Non
         )
         for b in verdict.baselines
     ]
-    assert f"from run kept (gsm8k) in sqlite:///{db}, its recorded winner" in " ".join(
+    assert f"from run kept ({run.benchmark}) in sqlite:///{db}, its recorded winner" in " ".join(
         (folder / "agent.py").read_text().split()
     )
     assert f"python out/{folder.name}/agent.py" in done.stdout

@@ -48,6 +48,7 @@ def design_sensitive(
 def config(name: str, **overrides: object) -> RunConfig:
     values: dict[str, object] = {
         "name": name,
+        "benchmark": "gsm8k",  # the fake models answer from its gold answers
         "model": "fake/model",
         "budget": Budget(max_agents=4),
         "n_search": 5,

@@ -45,6 +45,7 @@ CHOICES = {"workflow": ["single"], "tool": ["none"], "planning": ["none"], "refl
 
 def config(name: str, **fields: object) -> RunConfig:
     settings: dict[str, object] = {
+        "benchmark": "gsm8k",  # as `evaluate` draws by default
         "model": "fake/model",
         "budget": Budget(max_agents=2),
         "n_search": 3,
@@ -56,15 +57,15 @@ def config(name: str, **fields: object) -> RunConfig:
 
 
 def cli(monkeypatch: pytest.MonkeyPatch, folder: Path, command: str) -> str:
-    """`agentdesign COMMAND` in this process, on the fake model (a run in the single-call space,
-    written to `folder`); its output (exit 0 asserted)."""
+    """`agentdesign COMMAND` in this process, on the fake model (a run on GSM8K in the
+    single-call space, written to `folder`); its output (exit 0 asserted)."""
     from agentdesign.search.config import _resolve
 
     args = command.split()
     if args[0] == "run":
         space = folder / "single-calls.json"
         space.write_text(json.dumps({"choices": CHOICES}))
-        args += ["--space", str(space), "--model", "openai/fake-model"]
+        args += ["--benchmark", "gsm8k", "--space", str(space), "--model", "openai/fake-model"]
     monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: FAKE)
     monkeypatch.setattr(_app, "default_chat_model", lambda **_: FAKE)
     monkeypatch.setattr(_app, "console", _app.Console(width=400))
@@ -199,21 +200,24 @@ def test_a_split_that_collides_with_another_runs_is_refused_in_one_line(tmp_path
     ):
         refuses(["run", "--name", "new", *sizes, *OFFLINE_MODEL], needle, db, tmp_path)
     with Archive(str(db)) as archive:
+        on_kept = archive.get_run("kept").benchmark  # the command line's default, as above
         with pytest.raises(
             AgentDesignError, match=r"--split-seed \d+ draws items no run"
         ) as refused:
-            run_search(archive, config("new", n_search=5), llm=FAKE)
+            run_search(archive, config("new", benchmark=on_kept, n_search=5), llm=FAKE)
         assert str(refused.value).endswith("or --allow-split-overlap starts it anyway")
         assert [r.name for r in archive.list_runs()] == ["kept"]
         seed = int(re.findall(r"--split-seed (\d+)", str(refused.value))[0])
-        run_search(archive, config("new", n_search=5, split_seed=seed), llm=FAKE)  # the name's free
-        new, kept = archive.get_run("new"), archive.get_run("kept")
-        assert RunItems.of(new).used.isdisjoint(RunItems.of(kept).used)
-        bench = get_benchmark("gsm8k")
+        new = config("new", benchmark=on_kept, n_search=5, split_seed=seed)
+        run_search(archive, new, llm=FAKE)  # the name's free
+        new_run, kept = archive.get_run("new"), archive.get_run("kept")
+        assert RunItems.of(new_run).used.isdisjoint(RunItems.of(kept).used)
+        bench = get_benchmark(on_kept)
         pool = [t.id for t in bench.tasks()]
         for fine in (
-            config("allowed", n_search=5, allow_split_overlap=True),
-            config("shared", n_holdout=4),  # kept's split with more holdout items: no collision
+            config("allowed", benchmark=on_kept, n_search=5, allow_split_overlap=True),
+            # kept's split with more holdout items: no collision
+            config("shared", benchmark=on_kept, n_holdout=4),
         ):
             check_split(archive, fine, draw_items(bench, fine), pool=pool)
 

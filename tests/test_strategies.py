@@ -74,6 +74,7 @@ def cot_is_right(
 def config(name: str, strategy: str, **overrides: object) -> RunConfig:
     values: dict[str, object] = {
         "name": name,
+        "benchmark": "gsm8k",  # the fake model answers from its gold answers
         "model": "fake/model",
         "strategy": strategy,
         "budget": Budget(max_agents=5),

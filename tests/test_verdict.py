@@ -41,6 +41,8 @@ from agentdesign.search.verdict import (
 )
 
 GOLD = {t.question: t.answer for t in get_benchmark("gsm8k").tasks()}
+# A BFCL request is the whole message (its paragraphs list the functions); the default run's.
+BFCL_GOLD = {t.question: t.answer for t in get_benchmark("bfcl").tasks()}
 
 
 def right_when_thinking(
@@ -356,10 +358,11 @@ def test_the_verdict_never_reads_a_development_evaluation(
 
 def noisy(model: str, messages: Sequence[Message], temperature: float, seed: int | None) -> str:
     """Right or wrong by a hash of the whole request: designs that differ by noise alone."""
-    question = messages[-1]["content"].split("\n\n")[0]
+    question = messages[-1]["content"]
+    gold = GOLD.get(question.split("\n\n")[0]) or BFCL_GOLD.get(question, "0")
     asked = "\n".join(m["content"] for m in messages)
     right = zlib.crc32(asked.encode()) % 2 == 0
-    return f"Answer: {GOLD.get(question, '0') if right else '-1'}"
+    return f"Answer: {gold if right else '-1'}"
 
 
 def test_the_overfit_figures_come_with_their_shuffled_reference_from_8_designs_x_20_items(
@@ -400,8 +403,8 @@ def test_below_8_designs_x_20_items_the_verdict_prints_no_overfit_number(archive
 def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`agentdesign run` with its defaults (4 designs x 6 search items, 8 holdout items), the
-    fake model in place of the real one."""
+    """`agentdesign run` with its defaults (BFCL, 4 designs x 4 search items, 40 holdout items),
+    the fake model in place of the real one."""
     from typer.testing import CliRunner
 
     from agentdesign.search.cli import _app
@@ -415,8 +418,9 @@ def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
     with Archive(db) as archive:
         run = archive.get_run(archive.list_runs()[0].name)
         verdict = run_verdict(archive, run.name)
-    assert (len(run.search_task_ids), len(run.holdout_task_ids)) == (6, 8)
-    assert verdict.selection is not None and verdict.selection[1] == 6
+    assert run.benchmark == "bfcl"
+    assert (len(run.search_task_ids), len(run.holdout_task_ids)) == (4, 40)
+    assert verdict.selection is not None and verdict.selection[1] == 4
     printed = ran.output.splitlines()
     assert any(
         line.startswith("too few designs or items to estimate selection overfit")
@@ -424,7 +428,7 @@ def test_the_default_run_prints_what_it_could_detect_and_no_overfit_number(
     )
     assert not any("backtest overfitting" in line or "optimism" in line for line in printed)
     undecided = [v for v in verdict.baselines if v.comparison.ci_low <= 0 <= v.comparison.ci_high]
-    assert undecided  # 8 items show little: the verdict says how little
+    assert undecided  # the verdict says what 40 items could have shown
     for baseline in undecided:
         line = baseline.sentence(verdict.winner_label)
         assert line in printed and "no difference shown (" in line and "80% power" in line
