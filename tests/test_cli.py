@@ -400,6 +400,46 @@ def test_run_and_resume_other_benchmarks_on_the_fake_model(
     )
 
 
+_SMALL = ("--max-agents", "1", "--n-search", "3", "--n-holdout", "0")
+
+
+@pytest.mark.parametrize(
+    ("args", "note"),
+    [
+        (
+            (),
+            "default run: BFCL with the embedded Qwen2.5-Coder-0.5B, 4 designs x 4 search items, "
+            "40 holdout items: about 9 minutes on 2 CPU cores, enough holdout items to show a "
+            "gain of about 0.23 (give --model/--benchmark to choose)",
+        ),
+        (_SMALL, "default run: BFCL with the embedded Qwen2.5-Coder-0.5B (give --model/"),
+        (("--model", "openai/fake-model", *_SMALL), None),
+        (("--benchmark", "bfcl-simple", *_SMALL), None),
+    ],
+)
+def test_a_default_run_says_which_model_it_runs_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], note: str | None
+) -> None:
+    """A user who names neither the benchmark nor the model is told which the run uses and what
+    the default buys (its time and power only where the sizes are the defaults too)."""
+    from typer.testing import CliRunner
+
+    from agentdesign.components.testing import FakeChatModel
+    from agentdesign.search.cli import _app
+    from agentdesign.search.config import _resolve
+
+    monkeypatch.setattr(_resolve, "default_chat_model", lambda **_: FakeChatModel(_bfcl_or_capital))
+    monkeypatch.setattr(_resolve, "check_model", lambda *_, **__: None)  # no weights needed
+    monkeypatch.setattr(_app, "console", _app.Console(width=400))
+    db = str(tmp_path / "runs.db")
+    result = CliRunner().invoke(_app.app, ["run", "--name", "r", *args, "--storage", db])
+    assert result.exit_code == 0, result.output
+    if note is None:
+        assert "default run" not in result.output
+    else:
+        assert note in result.output
+
+
 def test_benchmark_listing_has_bfcl_and_mentions_own_data(tmp_path: Path) -> None:
     benches = agentdesign("benchmarks", cwd=tmp_path)
     assert benches.returncode == 0

@@ -72,6 +72,7 @@ from agentdesign.search.config import (
     check_rate_limits,
     check_seconds,
     check_seed,
+    default_run_note,
     holdout_looker,
     holdout_reuse,
 )
@@ -137,6 +138,7 @@ def run(
         with estimate_archive(storage) as history:
             print_estimate(console, estimate_run(config, history))
         return
+    note = default_run_note(options.values)
     with open_archive(storage, create=True) as archive:
         with progress_bars(console) as progress:
             reporter = ProgressReporter(
@@ -145,7 +147,7 @@ def run(
                 config.budget,
                 announce=lambda run: (
                     f"run [bold]{run.name}[/] -> {archive.url}  (resume: agentdesign resume "
-                    f"{run.name} --storage {storage})"
+                    f"{run.name} --storage {storage})" + ("" if note is None else f"\n{note}")
                 ),
             )
             summary = run_search(archive, config, reporter=reporter)

@@ -20,7 +20,7 @@ from agentdesign.search.config._config import (
     dev_task_ids,
 )
 from agentdesign.search.config._resolve import ResolvedRun, resolve, store_run
-from agentdesign.search.config._settings import DEFAULTS, SETTINGS, Setting
+from agentdesign.search.config._settings import DEFAULTS, SETTINGS, Setting, default_run_note
 from agentdesign.search.config._splits import (
     RunItems,
     check_split,
@@ -51,6 +51,7 @@ __all__ = [
     "check_seed",
     "check_split",
     "default_baselines",
+    "default_run_note",
     "dev_items",
     "dev_task_ids",
     "draw_items",
