@@ -19,7 +19,6 @@ from agentdesign.components._errors import ModelUnavailableError
 from agentdesign.components.llm._cache import default_cache_dir
 
 __all__ = [
-    "DEFAULT_EMBEDDED_MODEL",
     "EMBEDDED_MODELS",
     "RUNTIME_INSTALL",
     "EmbeddedModel",
@@ -75,7 +74,6 @@ EMBEDDED_MODELS: Mapping[str, EmbeddedModel] = MappingProxyType(
         ),
     }
 )
-DEFAULT_EMBEDDED_MODEL = "qwen2.5-coder-1.5b"
 # Files whose hash was checked by this process, so a model is hashed at most once per process.
 _verified: set[Path] = set()
 _files_lock = threading.Lock()
