@@ -25,7 +25,7 @@ the records' designs disagree on which items are hard as much as they do); `--ou
 that share of the main effects' variance to structure outside the value model's features
 (three-way interactions, parameter effects that rise and fall); `--interaction-share` may list
 several shares, each reported in turn; `--space quick` searches the default run's space (with
-`--search-items 6 --evaluations 4`, the default run's setting); `--first-seed` starts the worlds
+`--search-items 4 --evaluations 4`, the default run's setting); `--first-seed` starts the worlds
 there, so settings tuned on seeds 0-199 are confirmed on seeds never used for tuning. A
 strategy may carry settings (`mcts:n_initial=16`) and racing its own (`mcts+race:first_stage=8`).
 
