@@ -31,10 +31,12 @@ from agentdesign.archive._records import (
 )
 from agentdesign.archive._statements import (
     ADD_RESULT,
+    INSERT_RESULT,
     RECORDED,
     TASK_IDS,
     get_or_insert,
     outcome_row,
+    outcome_values,
     refresh_totals,
     task_set_digest,
 )
@@ -233,7 +235,7 @@ class Writes(ArchiveEngine):
 
         Returns False, changing nothing, when the task is already recorded.
         """
-        row = outcome_row(TaskResultRow, evaluation_id, outcome)
+        values = outcome_values(TaskResultRow, evaluation_id, outcome)
         ids = {"evaluation": evaluation_id, "task": outcome.task_id}
         with self._write_session() as session:
             # Its task ids alone, locked so that concurrent writers of its results take turns.
@@ -246,9 +248,8 @@ class Writes(ArchiveEngine):
                 )
             if session.execute(RECORDED, ids).first() is not None:
                 return False
-            session.add(row)
             try:
-                session.flush()
+                session.execute(INSERT_RESULT, values)
             except IntegrityError:  # another process recorded it since the check above
                 return False
             # Added in SQL, in the transaction that inserts the row: as exact as summing every
@@ -257,10 +258,10 @@ class Writes(ArchiveEngine):
                 ADD_RESULT,
                 params={
                     "evaluation": evaluation_id,
-                    "add_prompt": row.prompt_tokens,
-                    "add_completion": row.completion_tokens,
-                    "add_cost": row.cost,
-                    "add_wall": row.latency_s,
+                    "add_prompt": values["prompt_tokens"],
+                    "add_completion": values["completion_tokens"],
+                    "add_cost": values["cost"],
+                    "add_wall": values["latency_s"],
                     "now": utc_now(),
                 },
             )
