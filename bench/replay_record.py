@@ -18,8 +18,8 @@ The designs (`table_designs`): the anchors, a pairwise covering design of the co
 parameter at each of its grid points under cheap limits (token caps 128-384, at most 3 samples
 or agents, one refinement round), then random grid designs. The items: a seeded sample of the
 GSM8K test set without the items a run with --exclude-seed/--exclude-search/--exclude-holdout
-looks at (by default the evidence run's, seed 29 with 30 search and 100 holdout items, and the
-dev items refinement would read). Responses are not cached: each cell's seconds are its own.
+looks at (by default the evidence runs', seed 29 with 30 search and 150 holdout items, which hold
+the 0.5B run's 100, and the dev items refinement would read). Responses are not cached: each cell's seconds are its own.
 
 bench/results/replay.sqlite (the first table, 60 designs x 10 items) was recorded by this
 script's first version, on the first 10 search items of the seed-0 split.
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--item-seed", type=int, default=0, help="seed of the items' sample")
     parser.add_argument("--exclude-seed", type=int, default=29)
     parser.add_argument("--exclude-search", type=int, default=30)
-    parser.add_argument("--exclude-holdout", type=int, default=100)
+    parser.add_argument("--exclude-holdout", type=int, default=150)
     parser.add_argument(
         "--archive", type=Path, default=Path(__file__).parent / "results" / "table.sqlite"
     )
