@@ -595,6 +595,81 @@ def test_task_results_are_recorded_once(archive: Archive) -> None:
     assert running.status == "running"
 
 
+def test_task_results_written_together_are_as_written_one_at_a_time(
+    archive: Archive, tmp_path: Path
+) -> None:
+    """One transaction for tasks that finished together: the same rows and totals (each cost
+    added in turn), a task already recorded, or twice in the list, left as it was."""
+    task_ids = [f"t{i}" for i in range(6)]
+    outcomes = [
+        _result(f"t{i}", i / 7, cost=0.1 * (i + 1), latency_s=0.3 * i, details={"i": i})
+        for i in range(6)
+    ]
+    with Archive(f"sqlite:///{tmp_path / 'one.db'}") as one_by_one:
+        for each in (archive, one_by_one):
+            each.add_agent(spec=SPEC, spec_hash="a")
+        together, alone = (
+            each.get_or_create_evaluation(
+                agent_hash="a", benchmark="arith", task_ids=task_ids, split="search"
+            )
+            for each in (archive, one_by_one)
+        )
+        assert archive.add_task_results(together.id, outcomes[:1]) == [True]
+        batch = [*outcomes[1:4], replace(outcomes[0], score=0.0), replace(outcomes[2], score=0.5)]
+        assert archive.add_task_results(together.id, batch) == [True, True, True, False, False]
+        assert archive.add_task_results(together.id, outcomes[3:]) == [False, True, True]
+        assert archive.add_task_results(together.id, []) == []
+        for outcome in outcomes:
+            assert one_by_one.add_task_result(alone.id, outcome) is True
+        assert archive.task_results(together.id) == one_by_one.task_results(alone.id)
+        written, expected = archive.get_evaluation(together.id), one_by_one.get_evaluation(alone.id)
+        for name in ("n_done", "prompt_tokens", "completion_tokens", "cost", "wall_s"):
+            assert getattr(written, name) == getattr(expected, name), name
+
+
+def test_task_results_written_together_write_nothing_when_one_is_bad(archive: Archive) -> None:
+    archive.add_agent(spec=SPEC, spec_hash="a")
+    evaluation = archive.get_or_create_evaluation(
+        agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+    )
+    for bad, message in [
+        (_result("t9"), "'t9' is not among the tasks"),
+        (_result("t3", math.nan), "score must be a finite number"),
+    ]:
+        with pytest.raises(ArchiveError, match=message):
+            archive.add_task_results(evaluation.id, [_result("t1"), bad, _result("t2")])
+    with pytest.raises(ArchiveError, match="no evaluation with id 999"):
+        archive.add_task_results(999, [_result("t1"), _result("t2")])
+    assert archive.task_results(evaluation.id) == {}
+    assert archive.get_evaluation(evaluation.id) == evaluation
+
+
+def test_task_results_written_together_when_raced_are_written_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """SQLite only (see the test above it): another process records one of the tasks between the
+    check and the insert; the rest are recorded, that one counted once."""
+    url = f"sqlite:///{tmp_path / 'archive.db'}"
+    with Archive(url) as first, Archive(url) as second:
+        first.add_agent(spec=SPEC, spec_hash="a")
+        evaluation = first.get_or_create_evaluation(
+            agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
+        )
+        raced: list[bool] = []
+
+        def insert_first(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            if statement.startswith("INSERT INTO ad_task_result") and not raced:
+                raced.append(second.add_task_result(evaluation.id, _result("t2")))
+
+        event.listen(first._engine, "before_cursor_execute", insert_first)
+        batch = [_result("t1"), _result("t2", 0.0), _result("t3")]
+        assert first.add_task_results(evaluation.id, batch) == [True, False, True]
+        assert raced == [True]
+        results = first.task_results(evaluation.id)
+        assert results == {"t2": _result("t2"), "t1": _result("t1"), "t3": _result("t3")}
+        assert first.get_evaluation(evaluation.id).n_done == 3
+
+
 def test_text_with_nul_is_stored_on_every_backend(archive: Archive) -> None:
     """A model may write NUL, which PostgreSQL's text cannot hold: the archive stores each one as
     the symbol for NUL, in every text column and every JSON value, the same on every backend."""

@@ -148,6 +148,35 @@ def test_concurrent_tasks_are_each_reported_once_in_the_calling_thread() -> None
     assert threads == {threading.get_ident()}
 
 
+def test_tasks_that_finish_together_are_reported_together() -> None:
+    """`on_results` gets the tasks that finished by the time the runner looked, in the calling
+    thread, each once; one of `on_result` and `on_results` is needed."""
+    gate = threading.Barrier(3, timeout=10)
+
+    def together(model: str, messages: Sequence[Message], t: float, s: int | None) -> str:
+        gate.wait()  # the three tasks of a round answer at once
+        return echo(model, messages, t, s)
+
+    echo_agent = build_agent(parse_spec({"model": MODEL}), llm=FakeChatModel(together))
+    batches: list[list[str]] = []
+    threads = set()
+
+    def report(outcomes: Sequence[TaskOutcome]) -> None:
+        threads.add(threading.get_ident())
+        batches.append(sorted(o.task_id for o in outcomes))
+        time.sleep(0.2)  # meanwhile the rest of the round finishes
+
+    outcomes = evaluate_tasks(echo_agent, _Echo(), TASKS, on_results=report, concurrency=3)
+    reported = [task_id for batch in batches for task_id in batch]
+    assert sorted(reported) == sorted(o.task_id for o in outcomes) == [t.id for t in TASKS]
+    assert any(len(batch) > 1 for batch in batches)
+    assert threads == {threading.get_ident()}
+    with pytest.raises(TypeError, match="one of on_result and on_results"):
+        evaluate_tasks(echo_agent, _Echo(), TASKS, on_result=print, on_results=print)
+    with pytest.raises(TypeError, match="one of on_result and on_results"):
+        evaluate_tasks(echo_agent, _Echo(), TASKS)
+
+
 class _Remembered:
     """A model whose every reply comes from a response cache: it took 4 s when it first ran."""
 

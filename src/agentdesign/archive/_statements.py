@@ -29,6 +29,7 @@ __all__ = [
     "ADD_RESULT",
     "INSERT_RESULT",
     "RECORDED",
+    "RECORDED_AMONG",
     "TASK_IDS",
     "get_or_insert",
     "outcome_row",
@@ -69,6 +70,11 @@ TASK_IDS = (
 RECORDED = sql_select(col(TaskResultRow.id)).where(
     col(TaskResultRow.evaluation_id) == bindparam("evaluation"),
     col(TaskResultRow.task_id) == bindparam("task"),
+)
+# Which of some tasks (a list, "tasks") have their results: for results written together.
+RECORDED_AMONG = sql_select(col(TaskResultRow.task_id)).where(
+    col(TaskResultRow.evaluation_id) == bindparam("evaluation"),
+    col(TaskResultRow.task_id).in_(bindparam("tasks", expanding=True)),
 )
 # The insert and the update are on the tables, not the ORM classes: the ORM's unit of work and
 # bulk update took half the CPU of a task's write (bench/concurrency.py).

@@ -232,7 +232,8 @@ def evaluate_tasks(
     benchmark: Benchmark,
     tasks: Sequence[Task],
     *,
-    on_result: Callable[[TaskOutcome], None],
+    on_result: Callable[[TaskOutcome], None] | None = None,
+    on_results: Callable[[Sequence[TaskOutcome]], None] | None = None,
     done: Collection[str] = (),
     concurrency: int = 1,
     should_stop: Callable[[], bool] = lambda: False,
@@ -242,12 +243,28 @@ def evaluate_tasks(
 
     `on_result` runs in the calling thread, one outcome at a time, so it may write to a database
     connection that is not thread-safe. It gets each outcome the moment its task finishes: in
-    task order when `concurrency` is 1, in finishing order otherwise. `should_stop` is checked
-    before each task starts, after `on_result` has seen every task finished so far, so an
-    early-stopping rule can judge an agent on its scores as they arrive (as can a budget running
-    out); tasks already started are finished and reported. `timeout_s` limits each task (see
-    `run_task`).
+    task order when `concurrency` is 1, in finishing order otherwise. `on_results`, given instead,
+    gets the outcomes in lists, in the same thread: each list the tasks that had finished, and
+    were not yet reported, when the runner last looked (one task when `concurrency` is 1), so
+    that a caller may keep those that finish together in one write. `should_stop` is checked
+    before each task starts, after `on_result` (or `on_results`) has seen every task finished so
+    far, so an early-stopping rule can judge an agent on its scores as they arrive (as can a
+    budget running out); tasks already started are finished and reported. `timeout_s` limits
+    each task (see `run_task`).
     """
+    if (on_result is None) == (on_results is None):
+        raise TypeError("evaluate_tasks takes one of on_result and on_results")
+    report: Callable[[Sequence[TaskOutcome]], None]
+    if on_results is not None:
+        report = on_results
+    else:
+        each = on_result
+        assert each is not None
+
+        def report(outcomes: Sequence[TaskOutcome]) -> None:
+            for outcome in outcomes:
+                each(outcome)
+
     check_concurrency(concurrency)
     pending = [t for t in tasks if t.id not in done]
     outcomes: list[TaskOutcome] = []
@@ -264,8 +281,17 @@ def evaluate_tasks(
             if not running:
                 break
             finished, running = wait(running, return_when=FIRST_COMPLETED)
+            batch: list[TaskOutcome] = []
+            failed: BaseException | None = None
             for future in finished:
-                outcome = future.result()
-                outcomes.append(outcome)
-                on_result(outcome)
+                try:
+                    batch.append(future.result())
+                except BaseException as exc:  # those before it are reported first
+                    failed = exc
+                    break
+            if batch:
+                outcomes.extend(batch)
+                report(batch)
+            if failed is not None:
+                raise failed
     return outcomes
