@@ -82,8 +82,9 @@ class Queries(ArchiveEngine):
             return {row.task_id: record(TaskOutcome, row) for row in rows}
 
     def task_scores(self, evaluation_ids: Sequence[int]) -> dict[int, dict[str, float]]:
-        """Each evaluation's task scores by task id, read in a few queries however many there are:
-        what a per-item comparison of a run's designs needs, without their outputs."""
+        """Each evaluation's task scores by task id, in the order they were recorded, read in a few
+        queries however many there are: what a per-item comparison of a run's designs, or a
+        score over an evaluation, needs, without the outputs and traces `task_results` reads."""
         found: dict[int, dict[str, float]] = {i: {} for i in evaluation_ids}
         ids = list(found)
         with self._session() as session:
@@ -91,9 +92,9 @@ class Queries(ArchiveEngine):
                 chunk = ids[start : start + _IDS_PER_QUERY]
                 evaluation = col(TaskResultRow.evaluation_id)
                 rows = session.exec(
-                    select(evaluation, col(TaskResultRow.task_id), col(TaskResultRow.score)).where(
-                        evaluation.in_(chunk)
-                    )
+                    select(evaluation, col(TaskResultRow.task_id), col(TaskResultRow.score))
+                    .where(evaluation.in_(chunk))
+                    .order_by(col(TaskResultRow.id))
                 )
                 for evaluation_id, task_id, score in rows:
                     found[evaluation_id][task_id] = score

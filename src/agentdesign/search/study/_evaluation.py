@@ -260,7 +260,7 @@ def _run_claimed(
     again here: its calls were already retried with backoff, so another try would mostly stall
     on the same outage; the evaluation stays open and the next call runs it.
     """
-    done = archive.task_results(evaluation.id)
+    done = archive.task_scores([evaluation.id])[evaluation.id]  # not their outputs and traces
     if on_start is not None:
         on_start(evaluation, len(done))
     agent = build_agent(spec, llm=llm, train_examples=train_examples)
@@ -321,10 +321,10 @@ def _run_claimed(
             f"{spec.spec_hash[:10]} even after the retries, so no score was recorded for "
             f"{'them' if n > 1 else 'it'} ({first[:300]})"
         )
-    results = archive.task_results(evaluation.id)
+    results = archive.task_scores([evaluation.id])[evaluation.id]
     if len(results) < len(tasks):
         return None
-    scores = [results[t.id].score for t in tasks]
+    scores = [results[t.id] for t in tasks]
     low, high, _ = score_interval(scores, seed=seed)
     return archive.finish_evaluation(
         evaluation.id, status="complete", mean=sum(scores) / len(scores), ci_low=low, ci_high=high

@@ -396,7 +396,7 @@ class Engine:
         """Score, or score and tokens per item; a pruned evaluation is told as pruned, with its
         mean on the items it had (see `report_items`)."""
         number = trial.number
-        scores = [r.score for r in self.context.archive.task_results(evaluation.id).values()]
+        scores = list(self.context.archive.task_scores([evaluation.id])[evaluation.id].values())
         if scores:
             # a resumed trial comes back frozen: reporting needs the live handle on its id
             live = (

@@ -152,7 +152,7 @@ class RunScoring:
             if not stage:
                 return False
             tested = stage
-            results = ctx.archive.task_results(opened[0].id)
+            results = self._scores(opened[0].id)
             pruned = self._trails_incumbent(
                 spec, {t: results[t] for t in order[:stage]}, n_items=len(order)
             )
@@ -161,7 +161,7 @@ class RunScoring:
         def started(evaluation: EvaluationRecord, n_done: int) -> None:
             nonlocal ran
             if n_done and racing:
-                done.update(ctx.archive.task_results(evaluation.id))
+                done.update(self._scores(evaluation.id))
             ctx.archive.add_run_entry(
                 run_name=ctx.run.name,
                 agent_hash=spec.spec_hash,
@@ -255,8 +255,13 @@ class RunScoring:
         self.tracking.evaluated()
         return evaluation
 
+    def _scores(self, evaluation_id: int) -> dict[str, float]:
+        """An evaluation's scores by task id, in the order they were recorded: a racing check
+        reads only these, not each result's output and trace."""
+        return self.context.archive.task_scores([evaluation_id])[evaluation_id]
+
     def _trails_incumbent(
-        self, spec: AgentSpec, stage: Mapping[str, TaskOutcome], *, n_items: int
+        self, spec: AgentSpec, stage: Mapping[str, float], *, n_items: int
     ) -> bool:
         """Whether `spec`, with these results at a stage, is clearly worse than the run's best
         fully scored design."""
@@ -266,17 +271,13 @@ class RunScoring:
         top = ctx.archive.leaderboard(run_name=ctx.run.name, limit=1)
         if not top or top[0].agent_hash == spec.spec_hash:
             return False
-        incumbent = ctx.archive.task_results(top[0].evaluation_id)
-        return racing.clearly_worse(
-            {t: r.score for t, r in stage.items()},
-            {t: r.score for t, r in incumbent.items()},
-            n_items=n_items,
-        )
+        incumbent = self._scores(top[0].evaluation_id)
+        return racing.clearly_worse(stage, incumbent, n_items=n_items)
 
     def _record_pruned(self, evaluation_id: int) -> EvaluationRecord:
         """Closes a pruned evaluation with the mean of its tasks so far: never ranked complete."""
         archive = self.context.archive
-        scores = [outcome.score for outcome in archive.task_results(evaluation_id).values()]
+        scores = list(self._scores(evaluation_id).values())
         low, high, _ = score_interval(scores, seed=self.context.config.seed)
         return archive.finish_evaluation(
             evaluation_id, status="pruned", mean=sum(scores) / len(scores), ci_low=low, ci_high=high
