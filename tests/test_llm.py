@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +208,25 @@ def test_the_cache_keeps_one_connection_per_thread(
     worker.start()
     worker.join()
     assert len(opened) == 2 and opened[1] != opened[0]
+
+
+def test_calls_run_in_threads_kept_for_the_next_call() -> None:
+    """`_within` runs each call in a thread of its own, one kept from an earlier call when it is
+    idle; a call past its deadline keeps its thread, and the next call takes another."""
+    from agentdesign.components.llm._llm import _DeadlinePassed, _within
+
+    def ident() -> int:
+        return threading.get_ident()
+
+    threads = {_within(5, ident) for _ in range(20)}
+    assert threading.get_ident() not in threads and len(threads) <= 2
+    release = threading.Event()
+    with pytest.raises(_DeadlinePassed):
+        _within(0.05, lambda: release.wait(5))
+    assert _within(5, lambda: 4) == 4  # another thread: the one held still waits
+    release.set()
+    with pytest.raises(ZeroDivisionError):
+        _within(5, lambda: 1 / 0)
+    seen = contextvars.ContextVar[int]("seen", default=0)
+    assert _within(5, lambda: seen.set(1) and seen.get()) == 1
+    assert _within(5, seen.get) == 0  # each call in a context of its own
