@@ -12,7 +12,8 @@ own background thread, for one). The total is the process's CPU time while the s
 the bare litellm calls it measures last included.
 
 A thread's CPU time is read when it ends (time.thread_time), or, for a thread still alive when the
-search ends (litellm's logging pool), from /proc, less what it had used before the search began.
+search ends (litellm's logging pool, the model calls' threads), off its CPU-time clock, less what
+it had used before the search began.
 The engine's own CPU time per task is the search's (`run_search`, set-up and optuna included)
 less that of litellm's threads: the "model call" threads, which run nothing but
 `litellm.completion`, and litellm's logging threads.
@@ -94,18 +95,16 @@ def count_threads() -> None:
 
 
 def _live_threads() -> dict[threading.Thread, float]:
-    """The CPU seconds each thread alive now (but the main one) has used, from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
+    """The CPU seconds each thread alive now (but the main one) has used, read off its CPU-time
+    clock (/proc's counts are in hundredths of a second, too coarse for 64 threads)."""
     used = {}
     for thread in threading.enumerate():
-        if thread is threading.main_thread() or thread.native_id is None:
+        if thread is threading.main_thread() or thread.ident is None:
             continue
         try:
-            with open(f"/proc/self/task/{thread.native_id}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
+            used[thread] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
         except OSError:  # ended meanwhile: counted as it ended
             continue
-        used[thread] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
     return used
 
 
