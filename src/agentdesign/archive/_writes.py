@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from sqlalchemy import func, update
+from sqlalchemy import Connection, func, update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, SQLModel, col, select
+from sqlmodel import SQLModel, col, select
 
 from agentdesign.archive import _validation as check
 from agentdesign.archive._errors import ArchiveError
@@ -243,25 +243,25 @@ class Writes(ArchiveEngine):
     def _add_task_result(self, evaluation_id: int, outcome: TaskOutcome) -> bool:
         values = outcome_values(TaskResultRow, evaluation_id, outcome)
         ids = {"evaluation": evaluation_id, "task": outcome.task_id}
-        with self._write_session() as session:
+        with self._write_connection() as connection:
             # Its task ids alone, locked so that concurrent writers of its results take turns.
-            task_ids = session.execute(TASK_IDS, ids).scalar_one_or_none()
+            task_ids = connection.execute(TASK_IDS, ids).scalar_one_or_none()
             if task_ids is None:
                 raise ArchiveError(f"no evaluation with id {evaluation_id} in {self._shown_url}")
             if outcome.task_id not in task_ids:
                 raise ArchiveError(
                     f"task {outcome.task_id!r} is not among the tasks of evaluation {evaluation_id}"
                 )
-            if session.execute(RECORDED, ids).first() is not None:
+            if connection.execute(RECORDED, ids).first() is not None:
                 return False
             try:
-                session.execute(INSERT_RESULT, values)
+                connection.execute(INSERT_RESULT, values)
             except IntegrityError:  # another process recorded it since the check above
                 return False
             # Added in SQL, in the transaction that inserts the row: as exact as summing every
             # result again (`refresh_totals`), which grew with the evaluation, per task.
-            self._add_results_to_totals(session, evaluation_id, [values])
-            session.commit()
+            self._add_results_to_totals(connection, evaluation_id, [values])
+            connection.commit()
             return True
 
     def add_task_results(self, evaluation_id: int, outcomes: Sequence[TaskOutcome]) -> list[bool]:
@@ -276,9 +276,11 @@ class Writes(ArchiveEngine):
         if not outcomes:
             return []
         rows = [outcome_values(TaskResultRow, evaluation_id, outcome) for outcome in outcomes]
-        with self._write_session() as session:
+        with self._write_connection() as connection:
             # Its task ids alone, locked so that concurrent writers of its results take turns.
-            task_ids = session.execute(TASK_IDS, {"evaluation": evaluation_id}).scalar_one_or_none()
+            task_ids = connection.execute(
+                TASK_IDS, {"evaluation": evaluation_id}
+            ).scalar_one_or_none()
             if task_ids is None:
                 raise ArchiveError(f"no evaluation with id {evaluation_id} in {self._shown_url}")
             planned = set(task_ids)
@@ -292,7 +294,7 @@ class Writes(ArchiveEngine):
             seen: set[str] = set()
             for start in range(0, len(asked), _IDS_PER_QUERY):
                 chunk = asked[start : start + _IDS_PER_QUERY]
-                found = session.execute(
+                found = connection.execute(
                     RECORDED_AMONG, {"evaluation": evaluation_id, "tasks": chunk}
                 )
                 seen.update(found.scalars())
@@ -306,23 +308,23 @@ class Writes(ArchiveEngine):
             if not new:
                 return added
             try:
-                session.execute(INSERT_RESULT, new)
+                connection.execute(INSERT_RESULT, new)
             except IntegrityError:  # another process recorded one since the check above
-                session.rollback()
+                connection.rollback()
             else:
-                self._add_results_to_totals(session, evaluation_id, new)
-                session.commit()
+                self._add_results_to_totals(connection, evaluation_id, new)
+                connection.commit()
                 return added
         # Raced by another writer: each in its own transaction, as if written one at a time.
         return [self._add_task_result(evaluation_id, outcome) for outcome in outcomes]
 
     @staticmethod
     def _add_results_to_totals(
-        session: Session, evaluation_id: int, rows: Sequence[Mapping[str, Any]]
+        connection: Connection, evaluation_id: int, rows: Sequence[Mapping[str, Any]]
     ) -> None:
         """Adds each result's counts to its evaluation's totals, in SQL and in turn, as one call
         per result would add them."""
-        session.execute(
+        connection.execute(
             ADD_RESULT,
             [
                 {

@@ -14,13 +14,14 @@ import inspect
 import json
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import optuna
-from sqlalchemy import URL, create_engine, event, make_url
+from sqlalchemy import URL, Connection, create_engine, event, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -204,6 +205,17 @@ class ArchiveEngine:
         if file is not None and self._writer_lock is None:
             self._writer_lock = take_writer_lock(file, self._shown_url)
         return self._session()
+
+    @contextmanager
+    def _write_connection(self) -> Iterator[Connection]:
+        """A connection for a write made of table statements alone, with no ORM session around
+        it (the session's machinery took a third of a task result's write): on SQLite, only after
+        this process holds the writer lock. Its transaction is rolled back unless committed."""
+        file = sqlite_file(self._url)
+        if file is not None and self._writer_lock is None:
+            self._writer_lock = take_writer_lock(file, self._shown_url)
+        with self._engine.connect() as connection:
+            yield connection
 
     def _run_row(self, session: Session, name: str, *, lock: bool = False) -> RunRow:
         query = select(RunRow).where(col(RunRow.name) == name)
