@@ -19,7 +19,8 @@ parameter at each of its grid points under cheap limits (token caps 128-384, at 
 or agents, one refinement round), then random grid designs. The items: a seeded sample of the
 GSM8K test set without the items a run with --exclude-seed/--exclude-search/--exclude-holdout
 looks at (by default the evidence runs', seed 29 with 30 search and 150 holdout items, which hold
-the 0.5B run's 100, and the dev items refinement would read). Responses are not cached: each cell's seconds are its own.
+the 0.5B run's 100, and the dev items refinement would read). Responses are not cached: each
+cell's seconds are its own.
 
 bench/results/replay.sqlite (the first table, 60 designs x 10 items) was recorded by this
 script's first version, on the first 10 search items of the seed-0 split.
