@@ -9,7 +9,8 @@ import importlib.util
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
@@ -649,25 +650,13 @@ def test_task_results_written_together_when_raced_are_written_one_at_a_time(
 ) -> None:
     """SQLite only (see the test above it): another process records one of the tasks between the
     check and the insert; the rest are recorded, that one counted once."""
-    url = f"sqlite:///{tmp_path / 'archive.db'}"
-    with Archive(url) as first, Archive(url) as second:
-        first.add_agent(spec=SPEC, spec_hash="a")
-        evaluation = first.get_or_create_evaluation(
-            agent_hash="a", benchmark="arith", task_ids=TASKS, split="search"
-        )
-        raced: list[bool] = []
-
-        def insert_first(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-            if statement.startswith("INSERT INTO ad_task_result") and not raced:
-                raced.append(second.add_task_result(evaluation.id, _result("t2")))
-
-        event.listen(first._engine, "before_cursor_execute", insert_first)
+    with _raced_by_another_writer(tmp_path, "t2") as (first, evaluation_id, raced):
         batch = [_result("t1"), _result("t2", 0.0), _result("t3")]
-        assert first.add_task_results(evaluation.id, batch) == [True, False, True]
+        assert first.add_task_results(evaluation_id, batch) == [True, False, True]
         assert raced == [True]
-        results = first.task_results(evaluation.id)
+        results = first.task_results(evaluation_id)
         assert results == {"t2": _result("t2"), "t1": _result("t1"), "t3": _result("t3")}
-        assert first.get_evaluation(evaluation.id).n_done == 3
+        assert first.get_evaluation(evaluation_id).n_done == 3
 
 
 def test_text_with_nul_is_stored_on_every_backend(archive: Archive) -> None:
@@ -707,6 +696,19 @@ def test_text_with_nul_is_stored_on_every_backend(archive: Archive) -> None:
 
 def test_task_result_recorded_concurrently_counts_once(tmp_path: Path) -> None:
     """SQLite only: PostgreSQL makes the second writer wait on the evaluation's row lock."""
+    with _raced_by_another_writer(tmp_path, "t1") as (first, evaluation_id, raced):
+        assert first.add_task_result(evaluation_id, _result("t1", 0.0)) is False
+        assert raced == [True]
+        assert first.task_results(evaluation_id) == {"t1": _result("t1")}
+        assert first.get_evaluation(evaluation_id).n_done == 1
+
+
+@contextmanager
+def _raced_by_another_writer(
+    tmp_path: Path, task_id: str
+) -> Iterator[tuple[Archive, int, list[bool]]]:
+    """Two archives on one SQLite file and an evaluation: just before `first` inserts its first
+    task result, `second` records `task_id` (`raced` holds what that call returned)."""
     url = f"sqlite:///{tmp_path / 'archive.db'}"
     with Archive(url) as first, Archive(url) as second:
         first.add_agent(spec=SPEC, spec_hash="a")
@@ -717,13 +719,10 @@ def test_task_result_recorded_concurrently_counts_once(tmp_path: Path) -> None:
 
         def insert_first(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
             if statement.startswith("INSERT INTO ad_task_result") and not raced:
-                raced.append(second.add_task_result(evaluation.id, _result("t1")))
+                raced.append(second.add_task_result(evaluation.id, _result(task_id)))
 
         event.listen(first._engine, "before_cursor_execute", insert_first)
-        assert first.add_task_result(evaluation.id, _result("t1", 0.0)) is False
-        assert raced == [True]
-        assert first.task_results(evaluation.id) == {"t1": _result("t1")}
-        assert first.get_evaluation(evaluation.id).n_done == 1
+        yield first, evaluation.id, raced
 
 
 def test_task_results_from_many_threads_all_count(archive_url: str) -> None:
