@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 HOSTED_MARK = "# needs a hosted model's key"
+CLI = [sys.executable, "-c", "from agentdesign.search.cli import main; main()"]
 
 
 @dataclass(frozen=True)
@@ -307,3 +308,27 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     assert "create_search" in (site / "python-api" / "index.html").read_text(encoding="utf-8")
     started = (site / "getting-started" / "index.html").read_text(encoding="utf-8")
     assert "Reading the verdict" in started and "capitals.jsonl" in started
+
+
+def test_the_readme_verdict_is_what_show_prints_for_its_archive(tmp_path: Path) -> None:
+    """Every line of the README's real output is printed, as it stands, by `agentdesign show`
+    on the archive it names (opened from a copy: opening an archive may migrate it)."""
+    section = README.read_text(encoding="utf-8").split("## Reading the verdict", 1)[1]
+    match = re.search(r"`agentdesign show` on a run kept in `([^`]+)`", section)
+    assert match is not None, "the README no longer names the verdict's archive"
+    shown = next(b for b in readme_blocks() if b.language == "text")
+    run = re.search(r"^(\S+): \w+, ranked on the search split", shown.text, re.MULTILINE)
+    assert run is not None, "the README's verdict shows no leaderboard title"
+    storage = tmp_path / "archive.sqlite"
+    storage.write_bytes((ROOT / match[1]).read_bytes())
+    done = subprocess.run(
+        [*CLI, "show", run[1], "--storage", str(storage)],
+        env={**os.environ, "COLUMNS": "100", "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = {line.rstrip() for line in done.stdout.splitlines()}
+    missing = [line for line in shown.text.splitlines() if line and line not in printed]
+    assert not missing, f"the README shows lines `agentdesign show` does not print: {missing}"
