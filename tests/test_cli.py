@@ -415,13 +415,16 @@ _SMALL = ("--max-agents", "1", "--n-search", "3", "--n-holdout", "0")
         (_SMALL, "default run: BFCL with the embedded Qwen2.5-Coder-0.5B (give --model/"),
         (("--model", "openai/fake-model", *_SMALL), None),
         (("--benchmark", "bfcl-simple", *_SMALL), None),
+        (("--model", "embedded/qwen2.5-coder-0.5b", *_SMALL), None),  # chosen, if the default
+        (("--benchmark", "bfcl", *_SMALL), None),
     ],
 )
 def test_a_default_run_says_which_model_it_runs_and_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], note: str | None
 ) -> None:
     """A user who names neither the benchmark nor the model is told which the run uses and what
-    the default buys (its time and power only where the sizes are the defaults too)."""
+    the default buys (its time and power only where the sizes are the defaults too); one who
+    named them, even as the defaults, chose them and is not told."""
     from typer.testing import CliRunner
 
     from agentdesign.components.testing import FakeChatModel

@@ -138,7 +138,7 @@ def run(
         with estimate_archive(storage) as history:
             print_estimate(console, estimate_run(config, history))
         return
-    note = default_run_note(options.values)
+    note = default_run_note(options.values, options.given)
     with open_archive(storage, create=True) as archive:
         with progress_bars(console) as progress:
             reporter = ProgressReporter(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
 
@@ -101,16 +101,17 @@ UnsafeSandboxOption = Annotated[
 class RunOptions:
     """The run settings of `run` and `worker` as the command line gave them, one option each of
     the table's settings with a help text (`SETTINGS`), named after it; any not given takes the
-    option's default."""
+    option's default. `given` names the settings the user gave, even at their default value."""
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, *, given: Collection[str] = (), **values: Any) -> None:
         names = {s.name for s in _RUN_SETTINGS}
-        unknown = sorted(set(values) - names)
+        unknown = sorted((set(values) | set(given)) - names)
         if unknown:
             raise TypeError(f"no run option {', '.join(unknown)}")
         self.values: Mapping[str, Any] = {
             s.name: values.get(s.name, s.option_default) for s in _RUN_SETTINGS
         }
+        self.given = frozenset(given)
 
     def config(self, name: str) -> RunConfig:
         """The run these options start; `--baseline` files are read here, as specs, and
@@ -144,14 +145,28 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
             for s in _RUN_SETTINGS
         )
 
+    # typer passes its context to a parameter of this type: it tells which options were given.
+    params.append(inspect.Parameter("command_context", _KEYWORD, annotation=typer.Context))
+
     @functools.wraps(command)
     def with_options(**values: Any) -> None:
+        context: typer.Context = values.pop("command_context")
         shared = {s.name: values.pop(s.name) for s in _RUN_SETTINGS}
-        command(options=RunOptions(**shared), **values)
+        command(options=RunOptions(given=_given(context, shared), **shared), **values)
 
     with_options.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     with_options.__annotations__ = {p.name: p.annotation for p in params}
     return with_options
+
+
+def _given(context: typer.Context, names: Collection[str]) -> set[str]:
+    """Which of `names` the command line (or an environment variable) set, not a default."""
+    sources = {name: context.get_parameter_source(name) for name in names}
+    return {
+        name
+        for name, source in sources.items()
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+    }
 
 
 def _baselines(options: Sequence[str]) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ of a stored run all take their defaults from here, so none can drift from anothe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -229,12 +229,14 @@ SETTINGS: tuple[Setting, ...] = (
 DEFAULTS: Mapping[str, Any] = MappingProxyType({s.name: s.default for s in SETTINGS})
 
 
-def default_run_note(settings: Mapping[str, Any]) -> str | None:
+def default_run_note(settings: Mapping[str, Any], given: Collection[str] = ()) -> str | None:
     """The header's line on a run that kept the default benchmark and model, so that a user who
     never chose them learns which they are and why: the measured run's time and power (see above
-    SETTINGS) where its sizes are the defaults too. None for a run that names either; `settings`
-    by name, as the command line gives them."""
-    if any(settings[name] != DEFAULTS[name] for name in ("benchmark", "model")):
+    SETTINGS) where its sizes are the defaults too. None for a run that names either, even at its
+    default value; `settings` by name, as the command line gives them, `given` the names the user
+    gave."""
+    chosen = ("benchmark", "model")
+    if set(chosen) & set(given) or any(settings[name] != DEFAULTS[name] for name in chosen):
         return None
     note = "default run: BFCL with the embedded Qwen2.5-Coder-0.5B"
     if all(settings[name] == DEFAULTS[name] for name in ("max_agents", "n_search", "n_holdout")):
