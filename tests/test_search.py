@@ -204,7 +204,9 @@ def test_a_space_with_one_design_stops_instead_of_looping(archive: Archive) -> N
         llm=FakeChatModel(design_sensitive),
     )
     assert summary.agents_done == 1
-    assert "already evaluated" in summary.stop_reason
+    assert "already evaluated (the space holds 1 combination of components)" in (
+        summary.stop_reason
+    )
 
 
 def test_a_second_run_reuses_evaluations_instead_of_paying_again(archive: Archive) -> None:

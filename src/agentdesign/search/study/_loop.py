@@ -233,7 +233,11 @@ class Engine:
                 is_repeat = ctx.archive.run_totals(ctx.run.name).n_agents == agents_before
                 repeats = repeats + 1 if is_repeat else 0
                 if repeats >= _MAX_REPEATS:
-                    reason = "the strategy keeps proposing designs this run already evaluated"
+                    size = ctx.resolved.space.size_hint()
+                    reason = (
+                        "the strategy keeps proposing designs this run already evaluated (the "
+                        f"space holds {size} combination{'s' * (size != 1)} of components)"
+                    )
                     break
             if finalize:
                 self.trials.wait_for_others()
