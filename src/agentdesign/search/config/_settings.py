@@ -229,14 +229,13 @@ SETTINGS: tuple[Setting, ...] = (
 DEFAULTS: Mapping[str, Any] = MappingProxyType({s.name: s.default for s in SETTINGS})
 
 
-def default_run_note(settings: Mapping[str, Any], given: Collection[str] = ()) -> str | None:
+def default_run_note(settings: Mapping[str, Any], given: Collection[str]) -> str | None:
     """The header's line on a run that kept the default benchmark and model, so that a user who
     never chose them learns which they are and why: the measured run's time and power (see above
     SETTINGS) where its sizes are the defaults too. None for a run that names either, even at its
     default value; `settings` by name, as the command line gives them, `given` the names the user
-    gave."""
-    chosen = ("benchmark", "model")
-    if set(chosen) & set(given) or any(settings[name] != DEFAULTS[name] for name in chosen):
+    gave (a setting not given holds its default)."""
+    if {"benchmark", "model"} & set(given):
         return None
     note = "default run: BFCL with the embedded Qwen2.5-Coder-0.5B"
     if all(settings[name] == DEFAULTS[name] for name in ("max_agents", "n_search", "n_holdout")):
