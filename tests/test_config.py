@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from agentdesign.archive import Archive
@@ -115,8 +116,10 @@ def test_the_command_line_and_the_python_api_start_the_same_run_by_default(
 
 
 def _run_options() -> dict[str, inspect.Parameter]:
-    """The parameters typer reads the `run` command's options from."""
-    return dict(inspect.signature(_app.run).parameters)
+    """The parameters typer reads the `run` command's options from (not its context, which typer
+    passes itself)."""
+    parameters = inspect.signature(_app.run).parameters
+    return {name: p for name, p in parameters.items() if p.annotation is not typer.Context}
 
 
 def test_every_option_of_a_run_is_a_setting_of_the_table_with_its_default() -> None:
