@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -261,3 +261,22 @@ def test_progress_says_while_the_meta_agent_writes_and_counts_its_tokens(tmp_pat
     assert len(during) == len(counted) == n_calls >= 1
     assert all("the meta agent writes designs" in frame for frame in during)
     assert all(added == used > 0 for added, used in counted)
+
+
+def test_a_design_that_only_ties_the_best_says_why_it_leads() -> None:
+    """Equal scores rank the cheaper design first: its "best so far" line says it is a tie, so
+    that a run of equal scores does not read as a run of gains."""
+    from agentdesign.archive import LeaderboardRow
+    from agentdesign.search.cli._progress import _tie_note
+
+    best = LeaderboardRow(
+        rank=1, agent_hash="a" * 64, spec={}, evaluation_id=1, benchmark="bfcl", mean=0.5,
+        ci_low=0.31, ci_high=0.69, n_tasks=30, prompt_tokens=900, completion_tokens=100,
+        cost=0.0, wall_s=60.0, status="complete",
+    )  # fmt: skip
+    fewer_tokens = replace(best, agent_hash="b" * 64, prompt_tokens=500)
+    assert _tie_note(fewer_tokens, best) == " (a tie, fewer tokens)"
+    assert _tie_note(best, replace(best, agent_hash="b" * 64, cost=0.01)) == " (a tie, costs less)"
+    assert _tie_note(replace(best, agent_hash="c" * 64), best) == " (a tie)"
+    assert _tie_note(replace(fewer_tokens, mean=16 / 30), best) == ""  # a gain, not a tie
+    assert _tie_note(best, None) == _tie_note(best, best) == ""

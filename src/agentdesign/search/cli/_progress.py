@@ -152,12 +152,13 @@ class ProgressReporter(Reporter):
                 )
                 line = f"holdout {role} {agent}: {interval_text(scored)}"
             else:
+                previous = self.best
                 self._count_designs()
                 line = f"design {self.done}{self._of_max()} {agent}: {interval_text(scored)}"
                 if evaluation.status == "pruned":
                     line += ", dropped by racing"
                 elif self.best is not None and self.best.agent_hash == spec.spec_hash:
-                    line += ", best so far"
+                    line += ", best so far" + _tie_note(self.best, previous)
             self.progress.console.print(line)
         self._update_eta()
 
@@ -267,3 +268,17 @@ def progress_bars(out: Console) -> Progress:
         expand=True,
         transient=False,
     )
+
+
+def _tie_note(best: LeaderboardRow, previous: LeaderboardRow | None) -> str:
+    """Why a design that only equals the previous best's score now leads: the leaderboard's
+    tie-break (see `Archive.leaderboard`), said so that a run of equal "best so far" lines reads
+    as ties rather than gains."""
+    if previous is None or previous.agent_hash == best.agent_hash or previous.mean != best.mean:
+        return ""
+    if best.cost < previous.cost:
+        return " (a tie, costs less)"
+    tokens = best.prompt_tokens + best.completion_tokens
+    if tokens < previous.prompt_tokens + previous.completion_tokens:
+        return " (a tie, fewer tokens)"
+    return " (a tie)"
