@@ -60,6 +60,29 @@ def test_hash_ignores_how_defaults_were_written() -> None:
     assert short.spec_hash != short.set_params(reasoning__max_tokens=256).spec_hash
 
 
+def test_the_canonical_form_sets_parts_a_design_never_uses_to_none() -> None:
+    pot = AgentSpec.create(
+        model=MODEL,
+        workflow="program_of_thought",
+        memory="experience",
+        tool="calculator",
+        reflection="self_critique",
+    )
+    assert pot.unused_slots() == {"memory", "tool", "reflection"}
+    assert pot.canonical() == AgentSpec.create(model=MODEL, workflow="program_of_thought")
+    assert pot.spec_hash != pot.canonical().spec_hash  # a written spec keeps its own hash
+    reviewed = AgentSpec.create(model=MODEL, memory="experience", reflection="self_critique")
+    assert reviewed.unused_slots() == frozenset() and reviewed.canonical() is reviewed
+    refined = AgentSpec.create(model=MODEL, workflow="self_refine", memory="experience")
+    assert refined.canonical() is refined  # the workflow itself reviews
+    alone = AgentSpec.create(model=MODEL, memory={"name": "experience", "params": {"k": 1}})
+    assert alone.canonical().spec_hash == AgentSpec.create(model=MODEL).spec_hash
+    react = AgentSpec.create(
+        model=MODEL, workflow="react", tool="python", reflection="self_critique"
+    )
+    assert react.canonical() == react.set_params(reflection="none")  # ReAct calls its tool
+
+
 def test_set_params_switching_component_starts_from_its_defaults() -> None:
     spec = AgentSpec.create(model=MODEL, reasoning={"name": "cot", "params": {"max_tokens": 900}})
     switched = spec.set_params(reasoning="direct")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentdesign.components import (
+    REGISTRY,
     AgentResult,
     AgentSpec,
     Example,
@@ -316,6 +317,34 @@ def test_experience_memory_learns_nothing_without_a_reviewer() -> None:
     agent.run("Q1")
     agent.run("Q1 again")
     assert agent.store.lessons == ()
+
+
+@pytest.mark.parametrize("workflow", sorted(set(REGISTRY.names("workflow", opt_in=False))))
+def test_a_design_makes_exactly_the_calls_of_its_canonical_form(workflow: str) -> None:
+    """What `unused_slots` and an experience memory's need of a reviewer claim: the parts the
+    canonical form drops change no prompt, on tasks where a reviewer objects and tools are used."""
+
+    def reply(system: str, last: str, seed: int | None) -> str:
+        if "VERDICT" in system:
+            return "The sum is wrong: add the apples again."
+        return "Thought: add.\nAction: finish[3]\n```python\nprint(3)\n```\nAnswer: 3"
+
+    for reflection in ("none", "self_critique"):
+        spec = AgentSpec.create(
+            model=MODEL,
+            workflow=workflow,
+            memory={"name": "experience", "params": {"k": 1}},
+            tool="calculator",
+            reflection=reflection,
+        )
+        calls = []
+        for design in (spec, spec.canonical()):
+            llm = fake(reply)
+            agent = build_agent(design, llm=llm)
+            for question in ("Tom has 5 apples and buys 2.", "Sue has 5 apples and buys 4."):
+                agent.run(question)
+            calls.append(list(llm.calls))
+        assert calls[0] == calls[1], f"{spec.describe()} and its canonical form differ"
 
 
 def test_python_tool_output_is_fed_back_and_invented_results_are_cut() -> None:

@@ -2,7 +2,8 @@
 
 What is exported, and nothing else (the rest is internal and may change):
 
-- specs and agents: `AgentSpec`, `parse_spec`, `build_agent`, `Agent`, `AgentResult` with its
+- specs and agents: `AgentSpec` (with `unused_slots` of a combination of components),
+  `parse_spec`, `build_agent`, `Agent`, `AgentResult` with its
   `CallRecord` trace, `TaskBudget`; export with `write_export` (an `ExportedAgent` folder) and
   `render_export`;
 - models: the `ChatModel` protocol with `Message` and `Completion`, `LLMCallError`,
@@ -91,7 +92,7 @@ from agentdesign.components._slots import (
     Tool,
     Workflow,
 )
-from agentdesign.components._spec import AgentSpec
+from agentdesign.components._spec import AgentSpec, unused_slots
 from agentdesign.components.export._export import ExportedAgent, render_export, write_export
 from agentdesign.components.library._code import CodeWorkflow, check_workflow_source
 from agentdesign.components.library._memory import Example, Lesson, MemoryStore, Recall
@@ -222,5 +223,6 @@ __all__ = [
     "trace_span",
     "traced_model",
     "tracing_on",
+    "unused_slots",
     "write_export",
 ]

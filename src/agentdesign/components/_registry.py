@@ -83,6 +83,8 @@ class Component:
     # An opt-in component is in a search space only where its choices name it (the `code`
     # workflow: a search cannot vary code by itself, the meta agent writes it).
     opt_in: ClassVar[bool] = False
+    # A reviewer (a critic or a verifier): what it objects to is what an experience memory learns.
+    reviews: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         for info in self.param_info():

@@ -168,6 +168,9 @@ class Memory(Component):
     # True for memories that only show training examples: on a benchmark without any they are
     # the same design as no memory, so narrowed design spaces leave them out there.
     shows_examples: ClassVar[bool] = False
+    # True for a memory that learns only from reviewers and shows nothing else: in a design with
+    # no reviewer it is the same design as no memory (see `AgentSpec.canonical`).
+    needs_reviewer: ClassVar[bool] = False
 
     def select(self, pool: Sequence[Example]) -> tuple[Example, ...]:
         """The training items kept from `pool`: all this memory reads later, all an export carries.
@@ -226,6 +229,9 @@ class Workflow(Component):
 
     slot: ClassVar[str] = "workflow"
     plays_episodes: ClassVar[bool] = False
+    # Slots (each with a "none" component) whose component this workflow never calls: a design's
+    # canonical form (`AgentSpec.canonical`) holds "none" there, so a search pays for it once.
+    unused_slots: ClassVar[frozenset[str]] = frozenset()
 
     def run(self, solver: Solver, question: str) -> Attempt:
         raise NotImplementedError

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentdesign.components._registry import REGISTRY, SLOTS, Component
+from agentdesign.components._slots import Memory, Workflow
 
 __all__ = [
     "AgentSpec",
+    "unused_slots",
 ]
 
 
@@ -25,8 +27,9 @@ __all__ = [
 class AgentSpec:
     """A complete agent design: the model and one configured component per slot.
 
-    Frozen and canonical: every slot is present and every parameter is filled in, so two specs that
-    build the same agent have the same JSON and the same hash.
+    Frozen, every slot present and every parameter filled in, so two specs that name the same
+    parts have the same JSON and the same hash. Parts a design never uses are kept as written
+    (an archived spec keeps its hash); `canonical` is the form a search evaluates.
     """
 
     model: str
@@ -132,6 +135,16 @@ class AgentSpec:
         flat.update(params)
         return AgentSpec.from_flat(flat)
 
+    def unused_slots(self) -> frozenset[str]:
+        """The slots whose component cannot change what this agent does (see `unused_slots`)."""
+        return unused_slots({slot: type(part) for slot, part in self.components.items()})
+
+    def canonical(self) -> AgentSpec:
+        """The same agent with "none" in every unused slot: designs that differ only there are
+        one agent under one hash, so a search never pays for it twice."""
+        idle = {slot: "none" for slot in self.unused_slots() if self[slot].name != "none"}
+        return self.set_params(**idle) if idle else self
+
     def describe(self) -> str:
         """A short human-readable summary, e.g. 'self_consistency(n_samples=5) + cot + ...'."""
         parts = []
@@ -145,6 +158,19 @@ class AgentSpec:
             args = ", ".join(changed)
             parts.append(f"{comp.name}({args})" if args else comp.name)
         return " + ".join(parts)
+
+
+def unused_slots(kinds: Mapping[str, type[Component]]) -> frozenset[str]:
+    """The slots whose component, of these kinds (one per slot), cannot change what the agent
+    does: those its workflow never calls, and a memory that learns only from reviewers where no
+    slot that is used holds one. A function of the kinds alone, so a space can reason about
+    combinations of components without building them."""
+    workflow, memory = kinds["workflow"], kinds["memory"]
+    unused = set(workflow.unused_slots) if issubclass(workflow, Workflow) else set()
+    reviewed = any(kind.reviews for slot, kind in kinds.items() if slot not in unused)
+    if issubclass(memory, Memory) and memory.needs_reviewer and not reviewed:
+        unused.add("memory")
+    return frozenset(unused)
 
 
 _DEFAULTS = {

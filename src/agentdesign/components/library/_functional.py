@@ -206,6 +206,7 @@ class Experience(Memory):
     """
 
     name: ClassVar[str] = "experience"
+    needs_reviewer: ClassVar[bool] = True
     k: int = param(2, low=1, high=5, doc="number of lessons shown")
 
     def recall(self, question: str, store: MemoryStore) -> Recall:
@@ -285,6 +286,7 @@ class SelfCritique(Reflection):
     2 x max_rounds extra calls per attempt (one when the first review accepts)."""
 
     name: ClassVar[str] = "self_critique"
+    reviews: ClassVar[bool] = True
     max_rounds: int = param(1, low=1, high=3, doc="reviews (each followed by a revision)")
     critique_prompt: str = param(
         "Check the proposed solution step by step for errors in reasoning or arithmetic. If it is "

@@ -2,7 +2,8 @@
 
 A workflow drives the `Solver`, which brings in the functional components (planning, reasoning,
 memory, tool, reflection); a docstring says which of them a workflow uses when it does not use
-them all. Standard library only, like the runtime: export copies this file verbatim.
+them all, and `unused_slots` names the slots it never calls. Standard library only, like the
+runtime: export copies this file verbatim.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class PlanSolveVerify(Workflow):
     """
 
     name: ClassVar[str] = "plan_solve_verify"
+    reviews: ClassVar[bool] = True
     max_rounds: int = param(2, low=1, high=3, doc="verifications (each followed by a re-solve)")
     verify_prompt: str = param(
         "You are a careful verifier. Check every step and number of the proposed solution against "
@@ -196,6 +198,7 @@ class SelfRefine(Workflow):
     workflow's max_rounds), else self_critique's defaults."""
 
     name: ClassVar[str] = "self_refine"
+    reviews: ClassVar[bool] = True
     max_rounds: int = param(2, low=1, high=3, doc="critiques (each followed by a revision)")
 
     def run(self, solver: Solver, question: str) -> Attempt:
@@ -291,6 +294,7 @@ class ReAct(Workflow):
 
     name: ClassVar[str] = "react"
     plays_episodes: ClassVar[bool] = True
+    unused_slots: ClassVar[frozenset[str]] = frozenset({"reflection"})
     max_steps: int = param(5, low=2, high=8, doc="model turns before giving up")
     history_turns: int = param(
         8,
@@ -394,6 +398,7 @@ class ProgramOfThought(Workflow):
     """
 
     name: ClassVar[str] = "program_of_thought"
+    unused_slots: ClassVar[frozenset[str]] = frozenset({"tool", "reflection"})
     timeout_s: float = timeout_param()
     instruction: str = param(
         "Write a Python program that solves the problem and prints only the final answer. Reply "
