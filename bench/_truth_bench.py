@@ -175,10 +175,14 @@ class Settings:
 
 
 def space_of(name: str, model: str) -> SearchSpace:
-    """The space a preset names (`full`, `quick`), for `model`."""
+    """The space a preset names (`full`, `quick`), for `model`; its designs as drawn, since a
+    truth world scores a design by its features as written (see `SearchSpace`)."""
     preset = SPACE_PRESETS[name]
     return SearchSpace(
-        model=model, choices=preset.get("choices", {}), limits=preset.get("limits", {})
+        model=model,
+        choices=preset.get("choices", {}),
+        limits=preset.get("limits", {}),
+        canonical=False,
     )
 
 

@@ -254,7 +254,9 @@ def run_world(calibration: Calibration, settings: Settings, seed: int) -> list[O
         truth_world = TruthWorld(
             calibration, seed=seed, n_items=BANK_ITEMS, n_search=settings.items
         )
-        space = SearchSpace(model=calibration.model, grid=True, **SPACE_PRESETS[settings.space])
+        space = SearchSpace(
+            model=calibration.model, grid=True, canonical=False, **SPACE_PRESETS[settings.space]
+        )
         designs = draw_designs(
             space,
             max(settings.labels),
@@ -459,7 +461,9 @@ def main() -> None:
     print(f"settings: {settings}, {args.workers} worker(s)")
     with threadpool_limits(1):
         calibration = calibrate(load_records(RECORDED, benchmark="gsm8k"), benchmark="gsm8k")
-        space = SearchSpace(model=calibration.model, grid=True, **SPACE_PRESETS[settings.space])
+        space = SearchSpace(
+            model=calibration.model, grid=True, canonical=False, **SPACE_PRESETS[settings.space]
+        )
         similarity = advice_similarity(space)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         per_world = list(

@@ -86,7 +86,7 @@ def run_world(
         world = TruthWorld(
             calibration, seed=seed, n_items=settings.items, n_search=settings.search_items
         )
-        space = SearchSpace(model=calibration.model)
+        space = SearchSpace(model=calibration.model, canonical=False)  # as the truth world scores
         rng = np.random.default_rng([seed, 1])
         reference = [space.sample(rng) for _ in range(settings.designs)]
         accuracy = world.accuracy(reference)

@@ -89,7 +89,12 @@ def test_dashboard_serves_each_run_with_readable_parameter_names(tmp_path: Path)
             flat = spec.to_flat()
             params = {p["name"]: p["param_external_value"] for p in trial["params"]}
             assert set(SLOTS) <= set(params) <= readable, params
-            assert params == {name: str(flat[name]) for name in params}  # as the archive holds
+            # as the archive holds, but for a slot the design cannot use: the sampler's draw in
+            # the trial, "none" in the design (its canonical form)
+            drawn = {slot for slot in SLOTS if params[slot] != flat[slot]}
+            assert spec.set_params(**{slot: params[slot] for slot in drawn}).canonical() == spec
+            held = {name for name in params if name.partition("__")[0] not in drawn}
+            assert {name: params[name] for name in held} == {n: str(flat[n]) for n in held}
             assert trial["values"] == [means[spec.spec_hash]]
             seen |= set(params)
         assert {"workflow", "reasoning", "reasoning__max_tokens"} <= seen

@@ -553,7 +553,7 @@ def test_mcts_takes_meta_proposals_during_its_cold_start(tmp_path: Path) -> None
         if messages[0]["content"].startswith("You design LLM agents"):
             return json.dumps(
                 [
-                    {"reasoning": "cot", "memory": {"name": "few_shot", "k": 2}},
+                    {"reasoning": "scratchpad", "memory": {"name": "few_shot", "k": 2}},
                     {"reasoning": "cot", "memory": {"name": "few_shot", "k": 1}},
                 ]
             )

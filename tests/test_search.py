@@ -7,6 +7,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 
@@ -240,8 +241,39 @@ def test_every_preset_can_propose_every_component(preset: str) -> None:
         spec = space.suggest(trial)
         study.tell(trial, 0.0)
         seen |= {(slot, spec[slot].name) for slot in SLOTS}
-        assert space.trial_params(spec).items() <= trial.params.items()
-    assert seen == {(slot, name) for slot in SLOTS for name in space.components(slot)}
+        again = optuna.trial.FixedTrial(space.trial_params(spec))
+        assert space.suggest(again) == spec  # the trial optuna records
+    assert seen >= {(slot, name) for slot in SLOTS for name in space.components(slot)}
+
+
+def test_the_space_makes_each_agent_once_with_none_where_it_cannot_use_a_part() -> None:
+    """A program of thought never calls the tool or reflection, and without a reviewer an
+    experience memory learns nothing: those slots hold "none", though the choices omit it."""
+    space = SearchSpace(
+        model="fake/model",
+        choices={
+            "workflow": ["program_of_thought", "single"],
+            "memory": ["experience"],
+            "tool": ["calculator"],
+            "reflection": ["self_critique"],
+        },
+    )
+    rng = np.random.default_rng(0)
+    drawn = [space.sample(rng, components={"workflow": "program_of_thought"}) for _ in range(5)]
+    for spec in drawn:
+        assert [spec[s].name for s in ("memory", "tool", "reflection")] == ["none"] * 3
+        assert space.contains(spec) and spec.canonical() == spec
+        assert space.suggest(optuna.trial.FixedTrial(space.trial_params(spec))) == spec
+    moved = space.complete(drawn[0].set_params(workflow="single"), rng)  # as a mutation may
+    assert [moved[s].name for s in ("memory", "tool", "reflection")] == [
+        "experience",
+        "calculator",
+        "self_critique",
+    ]
+    assert space.contains(moved) and moved.canonical() == moved
+    kept = space.sample(rng, components={"workflow": "single"})
+    assert kept["memory"].name == "experience"  # self_critique reviews: it learns
+    assert not space.contains(kept.set_params(tool="none"))  # single would call a tool
 
 
 def test_a_narrowed_preset_leaves_out_what_the_benchmark_cannot_use() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from synthetic_table import make_synthetic_table
-from test_strategies import Killed, cot_is_right
+from test_strategies import Killed, cot_is_right, held_pairs
 
 from agentdesign.archive import Archive
 from agentdesign.benchmarking import (
@@ -57,22 +58,12 @@ def test_the_designs_cover_every_component_and_every_grid_value_and_start_with_t
             for info in users[0][slot].param_info():
                 points = set(grid_values(space, slot, info))
                 assert points <= {getattr(d[slot], info.name) for d in users}, (slot, name, info)
-    # every pair of components of two slots appears together
+    # every pair of components of two slots that a design can hold appears together
     pairs = {
-        (i, d[a].name, j, d[b].name)
-        for d in designs
-        for i, a in enumerate(SLOTS)
-        for j, b in enumerate(SLOTS)
-        if i < j
+        (a, d[a].name, b, d[b].name) for d in designs for a, b in itertools.combinations(SLOTS, 2)
     }
-    assert all(
-        (i, x, j, y) in pairs
-        for i, a in enumerate(SLOTS)
-        for j, b in enumerate(SLOTS)
-        if i < j
-        for x in space.components(a)
-        for y in space.components(b)
-    )
+    assert held_pairs(space) <= pairs
+    assert all(d.canonical() == d for d in designs)
     # the anchors first, so a costlier model's table is the prefix; the same designs for any model
     assert designs[0] == AgentSpec.create(model="fake/a", workflow="single", reasoning="cot")
     other = table_designs("fake/b", len(ANCHORS))
@@ -291,10 +282,10 @@ def test_a_table_world_answers_from_the_table_and_runs_out_of_designs() -> None:
 
 def test_racing_on_a_table_stops_designs_on_their_recorded_items() -> None:
     table = _cells_table(n_designs=40, n_tasks=16)
-    world = TableWorld(table, seed=2, n_search=16)
+    world = TableWorld(table, seed=3, n_search=16)
     run = truth_search(
         world,
-        make_strategy("random", space=world.space, seed=2),
+        make_strategy("random", space=world.space, seed=3),
         name="random+race",
         stop=lambda done: len(done) >= 30,
         schedule=raced(Racing()),

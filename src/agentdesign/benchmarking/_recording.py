@@ -171,7 +171,8 @@ def _gridded(space: SearchSpace, slot: str, name: str) -> list[tuple[ParamInfo, 
 def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
     """`n` designs of the cheap grid space for `model`: the anchors, a pairwise covering design
     of the components (every component beside every other of another slot), then designs that
-    put the parameters at their grid points not yet used, then random grid designs; no repeats.
+    put the parameters at their grid points not yet used, then random grid designs; no repeats
+    (each canonical: a design that differs from another only in parts it never uses repeats it).
 
     The covering rows take each parameter's least used grid value, so a component that appears
     in as many rows as its parameter has values shows every one of them.
@@ -182,6 +183,7 @@ def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
     used: Counter[tuple[str, str, str, Any]] = Counter()
 
     def add(spec: AgentSpec) -> None:
+        spec = spec.canonical()
         if spec.spec_hash not in chosen:
             chosen[spec.spec_hash] = spec
             for slot in SLOTS:
@@ -193,6 +195,8 @@ def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
         spec = space.sample(rng, components=components)
         values: dict[str, Any] = {}
         for slot, name in components.items():
+            if spec[slot].name != name:  # "none" in a slot the design cannot use
+                continue
             for info, points in _gridded(space, slot, name):
                 order = rng.permutation(len(points))
                 least = min(order, key=lambda k: used[slot, name, info.name, points[k]])

@@ -240,7 +240,8 @@ class TruthWorld:
             raise AgentDesignError("redraw needs a calibration with bootstrap draws (n_draws)")
         self.calibration = calibration
         self.seed = seed
-        self.space = space or SearchSpace(model=calibration.model)
+        # designs as written: the world scores a design by its features, used or not
+        self.space = space or SearchSpace(model=calibration.model, canonical=False)
         self.description = calibration.description
         c = calibration
         knobs = np.random.default_rng([seed, WORLD_STREAM, *_KNOBS])

@@ -17,6 +17,7 @@ from agentdesign.components import (
     REGISTRY,
     SLOTS,
     AgentSpec,
+    Component,
     ParamInfo,
     SpecError,
     check_nesting,
@@ -56,6 +57,11 @@ class SearchSpace:
     Every design runs on `model`, unless `models` names several: the model is then one more
     categorical choice ("model"), asked after the slots, so that a space of one model asks, and
     draws, exactly what it always did.
+
+    Designs come out canonical (`AgentSpec.canonical`): a slot the design cannot use holds
+    "none", even where the slot's choices do not name it. With `canonical=False` they come out
+    as drawn: for a simulator that scores a design by its features as written (the truth
+    benchmark), where a part no agent would use still moves the score.
     """
 
     model: str
@@ -63,6 +69,7 @@ class SearchSpace:
     limits: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     grid: bool = False
     models: Sequence[str] = ()
+    canonical: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(self.models))
@@ -145,7 +152,7 @@ class SearchSpace:
         spec = AgentSpec.create(model=model, **components)
         prompts = trial.user_attrs.get(PROMPTS_ATTR) or {}
         known = prompt_params(spec)
-        return spec.set_params(**{k: v for k, v in prompts.items() if k in known})
+        return self.form(spec.set_params(**{k: v for k, v in prompts.items() if k in known}))
 
     def _suggest_param(self, trial: optuna.Trial, slot: str, info: ParamInfo) -> Any:
         key = f"{slot}__{info.name}"
@@ -177,10 +184,14 @@ class SearchSpace:
         return round((high - low) / (_GRID_POINTS - 1), 6) or None
 
     def trial_params(self, spec: AgentSpec) -> dict[str, Any]:
-        """The parameters a trial would hold for `spec`, for `study.enqueue_trial`."""
+        """The parameters a trial would hold for `spec`, for `study.enqueue_trial`. A slot whose
+        "none" the choices do not name (a canonical design's unused slot) holds the slot's first
+        choice: the design cannot use it, so `suggest` makes the same design."""
         params: dict[str, Any] = {}
         for slot in SLOTS:
             component = spec[slot]
+            if component.name not in self.components(slot):
+                component = self._placeholder(slot)
             params[slot] = component.name
             for info in component.param_info():
                 if info.searchable:
@@ -212,7 +223,7 @@ class SearchSpace:
         if model is None:
             options = self.model_choices
             model = options[int(rng.integers(len(options)))] if len(options) > 1 else self.model
-        return AgentSpec.create(model=model, **slots)
+        return self.form(AgentSpec.create(model=model, **slots))
 
     def sample_param(self, slot: str, info: ParamInfo, rng: np.random.Generator) -> Any:
         """One value of a searchable parameter, drawn as `_suggest_param` would ask optuna."""
@@ -239,7 +250,7 @@ class SearchSpace:
             return False
         for slot in SLOTS:
             component = spec[slot]
-            if component.name not in self.components(slot):
+            if component.name not in self.components(slot) and not self._idle(spec, slot):
                 return False
             for info in component.param_info():
                 if info.searchable and info.low is not None and info.kind in ("int", "float"):
@@ -247,6 +258,48 @@ class SearchSpace:
                     if not low <= getattr(component, info.name) <= high:
                         return False
         return True
+
+    def complete(self, spec: AgentSpec, rng: np.random.Generator) -> AgentSpec:
+        """`spec` as a design of this space: canonical, and where it holds a "none" the slot's
+        choices do not name in a slot it uses (a canonical design's, after a mutation or a
+        crossover changed its workflow or reviewer), a component drawn from the choices. Drawn
+        again while a drawn reviewer brings a memory into use. As it is where `canonical` is off."""
+        if not self.canonical:
+            return spec
+        spec = spec.canonical()
+        for _ in SLOTS:
+            drawn = [
+                slot
+                for slot in SLOTS
+                if spec[slot].name == "none"
+                and "none" not in self.components(slot)
+                and not self._idle(spec, slot)
+            ]
+            if not drawn:
+                break
+            kept = {slot: spec[slot].name for slot in SLOTS if slot not in drawn}
+            fresh = self.sample(rng, components=kept, model=spec.model)
+            parts = {**spec.components, **{slot: fresh[slot] for slot in drawn}}
+            spec = AgentSpec(model=spec.model, components=parts).canonical()
+        return spec
+
+    def form(self, spec: AgentSpec) -> AgentSpec:
+        """`spec` in the form this space's designs take: canonical, unless `canonical` is off."""
+        return spec.canonical() if self.canonical else spec
+
+    def _placeholder(self, slot: str) -> Component:
+        """The slot's first choice with its numbers on this space's values."""
+        cls = REGISTRY.get(slot, self.components(slot)[0])
+        numbers = [i for i in cls.param_info() if i.searchable and i.kind in ("int", "float")]
+        return cls(**{i.name: self.snap(slot, i, i.default) for i in numbers})
+
+    def _idle(self, spec: AgentSpec, slot: str) -> bool:
+        """Whether `slot` holds the "none" of a canonical design that cannot use the slot."""
+        if spec[slot].name != "none":
+            return False
+        return any(
+            slot in spec.set_params(**{slot: name}).unused_slots() for name in self.components(slot)
+        )
 
     def size_hint(self) -> int:
         """The number of distinct component and model combinations (parameters not counted)."""

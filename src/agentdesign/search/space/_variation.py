@@ -3,11 +3,12 @@ GEPA's prompt merge) and a small covering set of designs for a strategy's start.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
-from agentdesign.components import SLOTS, AgentSpec
+from agentdesign.components import REGISTRY, SLOTS, AgentSpec, unused_slots
 from agentdesign.search.space._space import SearchSpace
 
 __all__ = ["crossover", "merge_prompts", "mutate", "pairwise_design"]
@@ -75,21 +76,20 @@ def pairwise_design(
     space: SearchSpace, rng: np.random.Generator, *, given: Sequence[AgentSpec] = ()
 ) -> list[AgentSpec]:
     """A small set of designs in which every pair of components (of two slots, or a slot and the
-    model where the space searches models) appears at least once, beside the `given` designs: a
-    greedy covering array (AETG), each row completed with random parameters."""
+    model where the space searches models) that a design can hold appears at least once, beside
+    the `given` designs: a greedy covering array (AETG), each row completed with random
+    parameters. Rows take the space's form (`SearchSpace.form`): where that is canonical, a pair
+    no design holds (a program of thought with a tool) is not asked for."""
     factors = (*SLOTS, _MODEL) if space.searches_models else SLOTS
     levels = [space.model_choices if f == _MODEL else space.components(f) for f in factors]
     n = len(factors)
-    uncovered = {
-        (i, a, j, b)
-        for i in range(n)
-        for j in range(i + 1, n)
-        for a in levels[i]
-        for b in levels[j]
-    }
+    witness = _possible_pairs(factors, levels, canonical=space.canonical)
+    uncovered = set(witness)
     for spec in given:
-        names = [spec.model if f == _MODEL else spec[f].name for f in factors]
-        uncovered -= {(i, names[i], j, names[j]) for i in range(n) for j in range(i + 1, n)}
+        formed = space.form(spec)
+        uncovered -= _pairs(
+            dict(enumerate(formed.model if f == _MODEL else formed[f].name for f in factors))
+        )
 
     def gain(row: dict[int, str]) -> int:
         return sum((i, row[i], j, row[j]) in uncovered for i in row for j in row if i < j)
@@ -107,11 +107,41 @@ def pairwise_design(
                     row[int(k)] = max(options, key=lambda name: gain({**row, int(k): name}))
             if not best or gain(row) > gain(best):
                 best = row
+        if space.canonical:
+            best = _canonical_row(factors, best)
+        if not _pairs(best) & uncovered:  # the completion emptied the slots of its pairs
+            best = witness[min(uncovered)]
         rows.append(best)
-        uncovered -= {(i, best[i], j, best[j]) for i in best for j in best if i < j}
+        uncovered -= _pairs(best)
     designs = []
     for row in rows:
         named = {factors[i]: name for i, name in row.items()}
         model = named.pop(_MODEL, None)
         designs.append(space.sample(rng, components=named, model=model))
     return designs
+
+
+def _pairs(row: dict[int, str]) -> set[tuple[int, str, int, str]]:
+    return {(i, row[i], j, row[j]) for i in row for j in row if i < j}
+
+
+def _canonical_row(factors: Sequence[str], row: dict[int, str]) -> dict[int, str]:
+    """`row` with "none" in the slots its components cannot use (`unused_slots`)."""
+    kinds = {f: REGISTRY.get(f, row[i]) for i, f in enumerate(factors) if f != _MODEL}
+    unused = unused_slots(kinds)
+    return {i: "none" if factors[i] in unused else name for i, name in row.items()}
+
+
+def _possible_pairs(
+    factors: Sequence[str], levels: Sequence[Sequence[str]], *, canonical: bool
+) -> dict[tuple[int, str, int, str], dict[int, str]]:
+    """Every pair some row of these levels holds (in canonical form, where `canonical`), with one
+    such row."""
+    found: dict[tuple[int, str, int, str], dict[int, str]] = {}
+    for names in itertools.product(*levels):
+        row = dict(enumerate(names))
+        if canonical:
+            row = _canonical_row(factors, row)
+        for pair in _pairs(row):
+            found.setdefault(pair, row)
+    return found

@@ -8,6 +8,7 @@ second worker on the same database, proposes what a single uninterrupted process
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -164,6 +165,8 @@ class Strategy:
         The template callers use; subclasses override `suggest`, not this."""
         rng = np.random.default_rng([self.seed, len(history.trials)])
         proposal = self.suggest(history, rng)
+        if proposal is not None:  # the design as it would be evaluated (see `suggest`)
+            proposal = dataclasses.replace(proposal, spec=self.space.complete(proposal.spec, rng))
         if proposal is None or proposal.spec.spec_hash not in history.seen:
             return proposal
         for _ in range(_REDRAWS):  # a strategy stuck on known designs falls back to sampling

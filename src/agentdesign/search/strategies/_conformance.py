@@ -58,6 +58,8 @@ def _check_design(where: str, space: SearchSpace, spec: AgentSpec) -> None:
         raise ConformanceError(f"{where} proposed a design outside its space: {spec.to_json()}")
     if AgentSpec.from_json(spec.to_json()).spec_hash != spec.spec_hash:
         raise ConformanceError(f"{where} proposed a design that does not survive to_json")
+    if space.form(spec) != spec:
+        raise ConformanceError(f"{where} proposed a non-canonical design: {spec.describe()}")
 
 
 def _made_up_score(spec: AgentSpec, history: History) -> Evaluated:
