@@ -170,9 +170,10 @@ def _gridded(space: SearchSpace, slot: str, name: str) -> list[tuple[ParamInfo, 
 
 def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
     """`n` designs of the cheap grid space for `model`: the anchors, a pairwise covering design
-    of the components (every component beside every other of another slot), then designs that
-    put the parameters at their grid points not yet used, then random grid designs; no repeats
-    (each canonical: a design that differs from another only in parts it never uses repeats it).
+    of the components (every component beside every other of another slot that a design can
+    hold), then designs that put the parameters at their grid points not yet used, then random
+    grid designs; no repeats (each canonical: a design that differs from another only in parts it
+    never uses repeats it).
 
     The covering rows take each parameter's least used grid value, so a component that appears
     in as many rows as its parameter has values shows every one of them.
