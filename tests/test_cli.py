@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -162,12 +163,23 @@ def test_real_search_kill_resume_and_export_on_smollm2(
     """The whole product on the real embedded model: run, SIGKILL, resume, export, run it.
 
     Waits as long as the work takes at the speed measured now (see `EmbeddedSpeed`), with token
-    counts that bound it from above: a task of the tiny space makes at most about 6 calls of at
-    most 64 tokens; the holdout adds the CoT baseline (512-token calls). One holdout item: the
-    verdict runs as with more, and each more item costs a CoT call.
+    counts that bound it from above: a design of this space makes one call a task, of at most
+    128 tokens with at most one example shown (the tiny space's ensembles, critics and retrieved
+    examples took 14-18 s a task, and the workflows have tests of their own); the holdout adds
+    the CoT baseline (512-token calls). One holdout item: the verdict runs as with more, and each
+    more item costs a CoT call.
     """
     task_tokens, cot_tokens = 400, 512
     db = tmp_path / "real.db"
+    space = tmp_path / "one_call.json"
+    one_call = {
+        "workflow": ["single"],
+        "planning": ["none"],
+        "memory": ["none", "few_shot"],
+        "reflection": ["none"],
+    }
+    limits = {"reasoning__max_tokens": [16, 128], "memory__k": [1, 1]}
+    space.write_text(json.dumps({"choices": one_call, "limits": limits}))
     # A cache of its own (the model files shared): with answers cached by an earlier run, the
     # run would finish before the kill, and nothing would be killed or resumed.
     cache = tmp_path / "cache"
@@ -192,7 +204,7 @@ def test_real_search_kill_resume_and_export_on_smollm2(
         "--n-holdout",
         "1",
         "--space",
-        "tiny",
+        str(space),
         "--storage",
         str(db),
     ]
