@@ -42,6 +42,7 @@ from agentdesign.search import (
     resume_search,
     run_search,
 )
+from agentdesign.search.strategies import DesignReader
 
 MODEL = "fake/model"
 SPACE = SearchSpace(model=MODEL, grid=True)
@@ -160,6 +161,29 @@ def test_numbers_are_snapped_onto_the_space_grid() -> None:
     assert SPACE.contains(proposal.spec)  # type: ignore[attr-defined]
     assert workflow.n_samples == 8  # 40 clipped to the range 2-9, on the grid 2, 4, 6, 8
     assert workflow.temperature == pytest.approx(0.375)  # grid 0.1, 0.375, 0.65, ...
+
+
+def test_a_reply_keeps_the_parents_none_only_where_the_design_cannot_use_the_slot() -> None:
+    """A program of thought never calls a tool, so its canonical parent holds "none" there though
+    this space offers no "none"; a reply that makes the design call a tool must name one."""
+    space = SearchSpace(
+        model=MODEL,
+        choices={"workflow": ["program_of_thought", "single"], "tool": ["calculator", "python"]},
+    )
+    parent = space.sample(np.random.default_rng(0), components={"workflow": "program_of_thought"})
+    assert parent["tool"].name == "none"
+    reader = DesignReader(space=space, max_designs=3, max_prompt_chars=2000)
+    kept, moved, named = reader.read(
+        '[{"reasoning": "direct"}, {"workflow": "single"}, '
+        '{"workflow": "single", "tool": "python"}]',
+        parent=parent,
+        failed=(),
+        seen=(),
+    )
+    assert kept.status == "accepted" and kept.spec is not None and space.contains(kept.spec)
+    assert moved.status == "invalid" and "tool must be set: 'none'" in str(moved.reason)
+    assert named.status == "accepted" and named.spec is not None
+    assert named.spec["tool"].name == "python"
 
 
 @pytest.mark.parametrize(

@@ -250,7 +250,7 @@ class SearchSpace:
             return False
         for slot in SLOTS:
             component = spec[slot]
-            if component.name not in self.components(slot) and not self._idle(spec, slot):
+            if component.name not in self.components(slot) and not self.idle(spec, slot):
                 return False
             for info in component.param_info():
                 if info.searchable and info.low is not None and info.kind in ("int", "float"):
@@ -273,7 +273,7 @@ class SearchSpace:
                 for slot in SLOTS
                 if spec[slot].name == "none"
                 and "none" not in self.components(slot)
-                and not self._idle(spec, slot)
+                and not self.idle(spec, slot)
             ]
             if not drawn:
                 break
@@ -293,8 +293,9 @@ class SearchSpace:
         numbers = [i for i in cls.param_info() if i.searchable and i.kind in ("int", "float")]
         return cls(**{i.name: self.snap(slot, i, i.default) for i in numbers})
 
-    def _idle(self, spec: AgentSpec, slot: str) -> bool:
-        """Whether `slot` holds the "none" of a canonical design that cannot use the slot."""
+    def idle(self, spec: AgentSpec, slot: str) -> bool:
+        """Whether `slot` holds the "none" of a canonical design that cannot use the slot: a
+        design of this space, though the slot's choices may not name "none"."""
         if spec[slot].name != "none":
             return False
         return any(
