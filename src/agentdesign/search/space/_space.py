@@ -250,7 +250,7 @@ class SearchSpace:
             return False
         for slot in SLOTS:
             component = spec[slot]
-            if component.name not in self.components(slot) and not self.idle(spec, slot):
+            if not self.offers(spec, slot):
                 return False
             for info in component.param_info():
                 if info.searchable and info.low is not None and info.kind in ("int", "float"):
@@ -292,6 +292,11 @@ class SearchSpace:
         cls = REGISTRY.get(slot, self.components(slot)[0])
         numbers = [i for i in cls.param_info() if i.searchable and i.kind in ("int", "float")]
         return cls(**{i.name: self.snap(slot, i, i.default) for i in numbers})
+
+    def offers(self, spec: AgentSpec, slot: str) -> bool:
+        """Whether `spec`'s component in `slot` is one of this space's: among the slot's choices,
+        or the "none" of a canonical design that cannot use the slot (`idle`)."""
+        return spec[slot].name in self.components(slot) or self.idle(spec, slot)
 
     def idle(self, spec: AgentSpec, slot: str) -> bool:
         """Whether `slot` holds the "none" of a canonical design that cannot use the slot: a

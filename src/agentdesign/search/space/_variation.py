@@ -136,12 +136,19 @@ def _possible_pairs(
     factors: Sequence[str], levels: Sequence[Sequence[str]], *, canonical: bool
 ) -> dict[tuple[int, str, int, str], dict[int, str]]:
     """Every pair some row of these levels holds (in canonical form, where `canonical`), with one
-    such row."""
+    such row: every pair of levels, each its own row, where rows are taken as drawn."""
+    n = len(levels)
+    if not canonical:
+        return {
+            (i, a, j, b): {i: a, j: b}
+            for i in range(n)
+            for j in range(i + 1, n)
+            for a in levels[i]
+            for b in levels[j]
+        }
     found: dict[tuple[int, str, int, str], dict[int, str]] = {}
     for names in itertools.product(*levels):
-        row = dict(enumerate(names))
-        if canonical:
-            row = _canonical_row(factors, row)
+        row = _canonical_row(factors, dict(enumerate(names)))
         for pair in _pairs(row):
             found.setdefault(pair, row)
     return found

@@ -132,10 +132,8 @@ class DesignReader:
             components[slot] = self._component(slot, raw, failed, source, notes, base[slot])
         spec = self._on_grid(AgentSpec(model=model, components=components))
         for slot in SLOTS:  # the parent's "none" stays only where this design cannot use it
-            name = spec[slot].name
-            outside = name not in self.space.components(slot) and not self.space.idle(spec, slot)
-            if slot not in design and outside:
-                raise ValueError(f"{slot} must be set: '{name}' is not in the space")
+            if slot not in design and not self.space.offers(spec, slot):
+                raise ValueError(f"{slot} must be set: '{spec[slot].name}' is not in the space")
         if not self.space.contains(spec):
             raise ValueError("the design is outside the run's space")
         return spec
