@@ -18,8 +18,11 @@ Search tokens are every model call an optimizer made, reflection and proposal ca
 program, makes a repeated call free, as it is in a DSPy user's run. An optimizer runs with its
 own settings: where it spends more than the run's search tokens, the table says so and shows
 what it asked for. Every item's outcome is written to the `--state` JSON file as it is scored,
-so a killed run resumes with what is missing (a program killed during its search searches
-again), and `--table` prints the table again without any model call.
+so a killed run resumes with what is missing, and `--table` prints the table again without any
+model call. An optimizer's search, hours long on a CPU, resumes too: each model call it makes is
+appended to a journal beside the state file (`peers-RUN.PROGRAM.calls.jsonl`), and a search run
+again takes the calls the journal holds from it, counted in its search tokens as the killed
+attempt paid for them, and calls the model from where that attempt stopped.
 """
 
 from __future__ import annotations
@@ -281,13 +284,16 @@ def run_program(
     *,
     holdout: Sequence[Task],
     save: Callable[[], None],
+    journal: Path,
 ) -> None:
-    """Searches (once) and answers the holdout items still missing, saving after each."""
+    """Searches (once, resuming from the `journal` of its calls) and answers the holdout items
+    still missing, saving after each."""
     entry = state["programs"].setdefault(name, {"items": {}})
     if "search" not in entry:
         _fresh_cache()
+        calls_journal = CallJournal(journal, state["setup"], dspy.cache)
+        dspy.cache = calls_journal
         before, calls_before = _METER.read()
-        started = time.perf_counter()
         with contextlib.redirect_stdout(
             sys.stderr
         ):  # optimizers print progress: stdout is the table
@@ -296,7 +302,8 @@ def run_program(
         entry["search"] = {
             "tokens": tokens - before,
             "calls": calls - calls_before,
-            "seconds": round(time.perf_counter() - started, 1),
+            "seconds": round(calls_journal.seconds(), 1),
+            "replayed_calls": calls_journal.replayed,
             "program": program.dump_state(),
         }
         save()
@@ -312,6 +319,106 @@ def run_program(
         save()
         outcome = entry["items"][task.id]
         print(f"  {name} {task.id} score={outcome['score']}", file=sys.stderr, flush=True)
+
+
+class CallJournal:
+    """DSPy's response cache (`dspy.cache`), with every model call that misses it appended to a
+    journal file, so that a search killed part-way resumes instead of starting again.
+
+    A request the journal holds, asked for the first time in this process, is answered from it
+    and its tokens go to the meter: the killed attempt paid for that call, and the search's
+    tokens are what an unbroken search would have spent. Asked again, it is a cache hit, free, as
+    it was in the killed attempt. Optimizers are seeded and run on one thread, so a resumed search
+    asks again exactly what it asked before. The journal's first line is the comparison's setup:
+    a journal of another comparison is refused, never replayed. A line cut short by a kill is
+    dropped; the call is made again.
+    """
+
+    def __init__(self, path: Path, setup: Mapping[str, Any], cache: Any) -> None:
+        self.path, self.cache = path, cache
+        self.head = json.dumps({"setup": setup}, default=str)
+        self.stored: dict[str, dict[str, Any]] = {}
+        self.replayed = 0
+        self.offset = 0.0  # seconds of search the journal's calls took, up to its last one
+        self.live_since: float | None = None  # when this attempt first called the model
+        if path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        lines = self.path.read_text().split("\n")
+        if json.loads(lines[0] or "null") != json.loads(self.head):
+            raise AgentDesignError(
+                f"{self.path} journals another comparison's calls: delete it to search again"
+            )
+        kept = [lines[0]]
+        for line in lines[1:-1]:  # the last piece is "" after a whole line, else a cut one
+            entry = json.loads(line)
+            self.stored[entry["key"]] = entry
+            self.offset = max(self.offset, float(entry["elapsed"]))
+            kept.append(line)
+        if lines[-1]:
+            scratch = self.path.with_name(f".{self.path.name}.tmp")
+            scratch.write_text("\n".join(kept) + "\n")
+            os.replace(scratch, self.path)
+
+    def get(self, request: dict[str, Any], ignored_args_for_cache_key: Any = None) -> Any:
+        """The cached response; else the journal's, counted as paid; else None (a model call)."""
+        found = self.cache.get(request, ignored_args_for_cache_key)
+        if found is not None:
+            return found
+        entry = self.stored.pop(self._key(request, ignored_args_for_cache_key), None)
+        if entry is None:
+            if self.live_since is None:
+                self.live_since = time.perf_counter()
+            return None
+        from litellm import ModelResponse
+
+        _METER.add(entry["usage"])
+        self.replayed += 1
+        self.cache.put(request, ModelResponse(**entry["response"]), ignored_args_for_cache_key)
+        return self.cache.get(request, ignored_args_for_cache_key)  # a cache hit's form
+
+    def put(
+        self,
+        request: dict[str, Any],
+        value: Any,
+        ignored_args_for_cache_key: Any = None,
+        enable_memory_cache: bool = True,
+    ) -> None:
+        """Caches `value`; a model's response is also appended to the journal."""
+        from litellm import ModelResponse
+
+        self.cache.put(request, value, ignored_args_for_cache_key, enable_memory_cache)
+        key = self._key(request, ignored_args_for_cache_key)
+        if not isinstance(value, ModelResponse) or key is None:
+            return
+        usage = value.model_dump().get("usage") or {}
+        line = {
+            "key": key,
+            "elapsed": round(self.seconds(), 3),
+            "usage": {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")},
+            "response": value.model_dump(),
+        }
+        fresh = not self.path.exists()
+        with self.path.open("a") as journal:
+            if fresh:
+                journal.write(self.head + "\n")
+            journal.write(json.dumps(line, default=str) + "\n")
+
+    def seconds(self) -> float:
+        """The search's seconds so far: the journal's, then this attempt's since its first call."""
+        if self.live_since is None:
+            return self.offset
+        return self.offset + time.perf_counter() - self.live_since
+
+    def _key(self, request: dict[str, Any], ignored: Any) -> str | None:
+        try:
+            return str(self.cache.cache_key(request, ignored))
+        except Exception:  # DSPy caches no request it cannot key; nor does the journal
+            return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cache, name)
 
 
 def _fresh_cache() -> None:
@@ -490,7 +597,14 @@ def _main(args: argparse.Namespace) -> None:
         )
         holdout = benchmark.tasks_by_ids(run.holdout_ids)
         for name in args.programs:
-            run_program(name, programs, state, holdout=holdout, save=lambda: _write(path, state))
+            run_program(
+                name,
+                programs,
+                state,
+                holdout=holdout,
+                save=lambda: _write(path, state),
+                journal=path.with_name(f"{path.stem}.{name}.calls.jsonl"),
+            )
     print(table(run, state))
 
 

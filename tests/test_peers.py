@@ -117,6 +117,34 @@ def test_peers_end_to_end_on_smollm2(
     assert resumed["programs"]["predict"] == state["programs"]["predict"]
     capsys.readouterr()
 
+    # A search killed part-way, mid-write of its journal, resumes from the calls journalled:
+    # counted as paid, so its tokens are the unbroken search's, and the cut call made again.
+    journal = tmp_path / "peers.bootstrap.calls.jsonl"
+    lines = journal.read_text().splitlines()
+    assert len(lines) - 1 == kept["calls"]  # a header, then one line per model call
+    journal.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:40])
+    del resumed["programs"]["bootstrap"]["search"]
+    state_path.write_text(json.dumps(resumed))
+    peers.main([*args, *small, "--programs", "bootstrap"])
+    again = json.loads(state_path.read_text())["programs"]["bootstrap"]["search"]
+    assert again["replayed_calls"] == kept["calls"] - 1
+    assert (again["tokens"], again["calls"], again["program"]) == (
+        kept["tokens"],
+        kept["calls"],
+        kept["program"],
+    )
+    remade = journal.read_text().splitlines()  # whole again, the cut call made again
+    assert [json.loads(line).get("key") for line in remade] == [
+        json.loads(line).get("key") for line in lines
+    ]
+    capsys.readouterr()
+
+    # A journal of another comparison is refused, never replayed.
+    other = tmp_path / "other.json"
+    (tmp_path / "other.bootstrap.calls.jsonl").write_text(lines[0].replace("tiny", "other") + "\n")
+    with pytest.raises(SystemExit, match="journals another comparison"):
+        peers.main([*args[:-1], str(other), *small, "--programs", "bootstrap"])
+
     # Another comparison is refused, not mixed into this file.
     with pytest.raises(SystemExit, match="holds another comparison"):
         peers.main([*args, "--model", "embedded/smollm2-135m", "--train-items", "3"])
