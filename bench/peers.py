@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/peers.py --archive bench/results/live.sqlite --run NAME
         [--programs predict cot bootstrap mipro gepa] [--model M] [--reflection-model M]
-        [--train-items 50] [--max-tokens 512] [--state bench/results/peers-NAME.json] [--table]
+        [--train-items 50] [--max-tokens 512] [--state bench/results/peers-NAME.json]
+        [--table | --plan]
 
 The run names everything: its benchmark, model, search items, holdout ids, winner and the tokens
 its search spent (the budget). DSPy calls the same model through the same litellm provider
@@ -19,10 +20,15 @@ program, makes a repeated call free, as it is in a DSPy user's run. An optimizer
 own settings: where it spends more than the run's search tokens, the table says so and shows
 what it asked for. Every item's outcome is written to the `--state` JSON file as it is scored,
 so a killed run resumes with what is missing, and `--table` prints the table again without any
-model call. An optimizer's search, hours long on a CPU, resumes too: each model call it makes is
-appended to a journal beside the state file (`peers-RUN.PROGRAM.calls.jsonl`), and a search run
-again takes the calls the journal holds from it, counted in its search tokens as the killed
-attempt paid for them, and calls the model from where that attempt stopped.
+model call. `--plan` prints, also without a model call, how many program runs MIPROv2 and GEPA
+plan (their own `auto="light"` arithmetic) and the tokens that comes to at zero-shot chain of
+thought's tokens per item, against the run's budget: where an optimizer cannot search inside the
+budget, it says what it asks for before hours are spent.
+
+An optimizer's search, hours long on a CPU, resumes too: each model call it makes is appended to
+a journal beside the state file (`peers-RUN.PROGRAM.calls.jsonl`), and a search run again takes
+the calls the journal holds from it, counted in its search tokens as the killed attempt paid for
+them, and calls the model from where that attempt stopped.
 """
 
 from __future__ import annotations
@@ -426,6 +432,76 @@ def _fresh_cache() -> None:
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)
 
 
+# -- the plan -------------------------------------------------------------------------------------
+
+
+def plan(run: RunSide, state: Mapping[str, Any]) -> str:
+    """What MIPROv2 and GEPA (`auto="light"`) will ask for on this comparison, by DSPy's own
+    arithmetic, and the tokens that comes to if each run costs what zero-shot chain of thought spent
+    per holdout item: an estimate, not a bound (a run that repeats an earlier one is a free cache
+    hit; demos, bootstrapping, proposals and reflection cost more)."""
+    import inspect
+    import math
+
+    from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS as GEPA_AUTO
+    from dspy.teleprompt.mipro_optimizer_v2 import AUTO_RUN_SETTINGS as MIPRO_AUTO
+    from dspy.teleprompt.mipro_optimizer_v2 import MIN_MINIBATCH_SIZE
+
+    setup = state["setup"]
+    n_val = len(setup["search_ids"])
+    student = dspy.ChainOfThought(SIGNATURE)
+    idle = dspy.LM(setup["model"])  # the optimizers want one; nothing here calls it
+    mipro = dspy.MIPROv2(metric=lambda *_: 0.0, auto="light", prompt_model=idle, task_model=idle)
+    trials = mipro._set_num_trials_from_num_candidates(student, False, MIPRO_AUTO["light"]["n"])
+    defaults = inspect.signature(dspy.MIPROv2.compile).parameters
+    batch, steps = defaults["minibatch_size"].default, defaults["minibatch_full_eval_steps"].default
+    val = min(n_val, MIPRO_AUTO["light"]["val_size"])
+    if val > MIN_MINIBATCH_SIZE:
+        fulls = trials // steps + (1 if trials % steps else 0)
+        mipro_runs = val + trials * batch + fulls * val
+        how = f"{trials} trials on minibatches of {batch}, {fulls} full evaluations of {val} items"
+    else:
+        mipro_runs = val + trials * val
+        how = f"the start program, then {trials} trials, each on all {val} validation items"
+    gepa = dspy.GEPA(metric=lambda *_: 0.0, auto="light", reflection_lm=idle)
+    gepa_runs = gepa.auto_budget(
+        num_preds=len(student.predictors()),
+        num_candidates=GEPA_AUTO["light"]["n"],
+        valset_size=n_val,
+    )
+    budget = max(setup["budget"], 1)
+    cot = state["programs"].get("cot", {}).get("items", {})
+    per_run = sum(o["tokens"] for o in cot.values()) / len(cot) if cot else None
+    rows = []
+    for label, runs, why in (
+        (_LABELS["mipro"], mipro_runs, how),
+        (_LABELS["gepa"], gepa_runs, "metric calls, by GEPA's auto_budget"),
+    ):
+        tokens = None if per_run is None else math.ceil(runs * per_run)
+        rows.append(
+            {
+                "program": label,
+                "program runs planned": f"{runs:,} ({why})",
+                "tokens, about": "unknown" if tokens is None else f"{tokens:,}",
+                "x the budget": "" if tokens is None else f"{tokens / budget:.2f}x",
+            }
+        )
+    floor = (
+        "an unknown cost a program run (answer the holdout with --programs cot first)"
+        if per_run is None
+        else f"{per_run:,.0f} tokens a program run (zero-shot chain of thought's per holdout item)"
+    )
+    head = [
+        f"run {run.name}: {n_val} validation (search) items, {len(setup['train_ids'])} train "
+        f"items, {run.search_tokens:,} search tokens (the budget)",
+        f"tokens at {floor}: an estimate (a run that repeats an earlier one is a "
+        "free cache hit; few-shot demos, bootstrapping, instruction proposals and GEPA's "
+        "reflection calls cost more)",
+        "",
+    ]
+    return "\n".join([*head, markdown_table(rows, right=("tokens, about", "x the budget"))])
+
+
 # -- the table ------------------------------------------------------------------------------------
 
 _LABELS = {
@@ -530,8 +606,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--adapter", choices=("chat", "json"), default="chat", help="DSPy's (default: chat)"
     )
     parser.add_argument("--state", type=Path, help="default: bench/results/peers-RUN.json")
-    parser.add_argument(
-        "--table", action="store_true", help="print the stored table: no model call"
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--table", action="store_true", help="print the stored table: no model call")
+    shown.add_argument(
+        "--plan", action="store_true", help="print what the optimizers ask for: no model call"
     )
     args = parser.parse_args(argv)
     try:
@@ -570,6 +648,9 @@ def _main(args: argparse.Namespace) -> None:
     if args.table and not path.exists():
         raise AgentDesignError(f"no state file {path}: run the comparison first")
     state = open_state(path, setup)
+    if args.plan:
+        print(plan(run, state))
+        return
     if not args.table:
         for name in (model, reflection_model):
             check_embedded_model(name)

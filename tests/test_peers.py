@@ -65,6 +65,29 @@ def test_a_run_without_a_scored_winner_is_refused_in_one_line(
     assert "\n" not in str(stopped.value)
 
 
+def test_the_plan_says_what_the_optimizers_ask_for_against_the_budget(
+    peers: ModuleType, run_archive: str
+) -> None:
+    with Archive(run_archive) as archive:
+        side = peers.read_run(archive, "tiny")
+    cot = {task: {"tokens": 100 + 50 * i} for i, task in enumerate(side.holdout_ids)}  # mean 150
+    setup = {
+        "model": side.model,
+        "search_ids": list(side.search_ids),
+        "train_ids": ["a", "b"],
+        "budget": 3300,
+    }
+    shown = peers.plan(side, {"setup": setup, "programs": {"cot": {"items": cot}}})
+    # MIPROv2 light: the start program, then 10 trials, each on all 4 validation items.
+    assert (
+        "| 44 (the start program, then 10 trials, each on all 4 validation items) | 6,600 | 2.00x |"
+        in shown
+    )
+    assert "GEPA(auto='light')" in shown and "150 tokens a program run" in shown
+    unknown = peers.plan(side, {"setup": setup, "programs": {}})
+    assert "unknown" in unknown and "--programs cot first" in unknown
+
+
 @pytest.mark.embedded
 def test_peers_end_to_end_on_smollm2(
     peers: ModuleType, run_archive: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
