@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
+import math
 import os
 import sys
 import threading
@@ -440,9 +442,6 @@ def plan(run: RunSide, state: Mapping[str, Any]) -> str:
     arithmetic, and the tokens that comes to if each run costs what zero-shot chain of thought spent
     per holdout item: an estimate, not a bound (a run that repeats an earlier one is a free cache
     hit; demos, bootstrapping, proposals and reflection cost more)."""
-    import inspect
-    import math
-
     from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS as GEPA_AUTO
     from dspy.teleprompt.mipro_optimizer_v2 import AUTO_RUN_SETTINGS as MIPRO_AUTO
     from dspy.teleprompt.mipro_optimizer_v2 import MIN_MINIBATCH_SIZE
