@@ -276,6 +276,36 @@ def test_the_space_makes_each_agent_once_with_none_where_it_cannot_use_a_part() 
     assert not space.contains(kept.set_params(tool="none"))  # single would call a tool
 
 
+def test_a_trial_holds_no_parameter_for_a_slot_its_workflow_never_calls() -> None:
+    """The sampler is not asked for a program of thought's tool or reflection, nor ReAct's
+    reflection, so it learns nothing from them; as drawn (`canonical=False`), it is asked."""
+    choices = {
+        "workflow": ["program_of_thought", "react", "single"],
+        "tool": ["calculator"],
+        "reflection": ["self_critique", "none"],
+    }
+    space = SearchSpace(model="fake/model", choices=choices)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    unused = {"program_of_thought": {"tool", "reflection"}, "react": {"reflection"}}
+    seen = set()
+    for _ in range(40):
+        trial = study.ask()
+        spec = space.suggest(trial)
+        study.tell(trial, 0.0)
+        workflow = spec["workflow"].name
+        seen.add(workflow)
+        asked = {slot for slot in SLOTS if slot in trial.params}
+        assert asked == set(SLOTS) - unused.get(workflow, set())
+        assert all(spec[slot].name == "none" for slot in unused.get(workflow, ()))
+        assert space.trial_params(spec).keys() <= trial.params.keys()
+        assert space.suggest(optuna.trial.FixedTrial(space.trial_params(spec))) == spec
+    assert seen == set(choices["workflow"])
+    as_drawn = SearchSpace(model="fake/model", choices=choices, canonical=False)
+    trial = optuna.create_study().ask({})
+    as_drawn.suggest(trial)
+    assert set(SLOTS) <= trial.params.keys()
+
+
 def test_a_narrowed_preset_leaves_out_what_the_benchmark_cannot_use() -> None:
     """Function calling has no use for a program's printed answer; arithmetic does."""
     unsuited = unsuited_components(get_benchmark("bfcl-multiple"))

@@ -20,6 +20,7 @@ from agentdesign.components import (
     Component,
     ParamInfo,
     SpecError,
+    Workflow,
     check_nesting,
     read_text_file,
 )
@@ -135,9 +136,14 @@ class SearchSpace:
 
     def suggest(self, trial: optuna.Trial) -> AgentSpec:
         """The spec for `trial`, asking optuna for each choice in turn (define-by-run), with any
-        rewritten prompts the trial carries."""
+        rewritten prompts the trial carries. Where designs are canonical, a slot the drawn
+        workflow never calls is not asked for: the trial holds only parameters the agent uses, so
+        a sampler learns nothing from a part that did not run, and a trial shows no such part."""
         components: dict[str, Any] = {}
         for slot in SLOTS:
+            if slot in self._idle_under(components):
+                components[slot] = {"name": "none", "params": {}}
+                continue
             name = trial.suggest_categorical(slot, list(self.components(slot)))
             assert isinstance(name, str)
             params: dict[str, Any] = {}
@@ -184,11 +190,15 @@ class SearchSpace:
         return round((high - low) / (_GRID_POINTS - 1), 6) or None
 
     def trial_params(self, spec: AgentSpec) -> dict[str, Any]:
-        """The parameters a trial would hold for `spec`, for `study.enqueue_trial`. A slot whose
-        "none" the choices do not name (a canonical design's unused slot) holds the slot's first
-        choice: the design cannot use it, so `suggest` makes the same design."""
+        """The parameters a trial would hold for `spec`, for `study.enqueue_trial`: none for a
+        slot its workflow never calls (`suggest` does not ask for it). A slot whose "none" the
+        choices do not name (a canonical design's memory that no reviewer feeds) holds the slot's
+        first choice: the design cannot use it, so `suggest` makes the same design."""
         params: dict[str, Any] = {}
+        idle = self._idle_under({"workflow": {"name": spec["workflow"].name}})
         for slot in SLOTS:
+            if slot in idle:
+                continue
             component = spec[slot]
             if component.name not in self.components(slot):
                 component = self._placeholder(slot)
@@ -286,6 +296,13 @@ class SearchSpace:
     def form(self, spec: AgentSpec) -> AgentSpec:
         """`spec` in the form this space's designs take: canonical, unless `canonical` is off."""
         return spec.canonical() if self.canonical else spec
+
+    def _idle_under(self, drawn: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
+        """The slots the workflow drawn so far never calls, where designs are canonical."""
+        if not self.canonical or "workflow" not in drawn:
+            return frozenset()
+        workflow = REGISTRY.get("workflow", drawn["workflow"]["name"])
+        return workflow.unused_slots if issubclass(workflow, Workflow) else frozenset()
 
     def _placeholder(self, slot: str) -> Component:
         """The slot's first choice with its numbers on this space's values."""
