@@ -349,6 +349,7 @@ class CallJournal:
         self.replayed = 0
         self.offset = 0.0  # seconds of search the journal's calls took, up to its last one
         self.live_since: float | None = None  # when this attempt first called the model
+        self.lock = threading.Lock()  # DSPy may call from its evaluation threads
         if path.exists():
             self._load()
 
@@ -374,15 +375,16 @@ class CallJournal:
         found = self.cache.get(request, ignored_args_for_cache_key)
         if found is not None:
             return found
-        entry = self.stored.pop(self._key(request, ignored_args_for_cache_key), None)
-        if entry is None:
-            if self.live_since is None:
-                self.live_since = time.perf_counter()
-            return None
+        with self.lock:
+            entry = self.stored.pop(self._key(request, ignored_args_for_cache_key), None)
+            if entry is None:
+                if self.live_since is None:
+                    self.live_since = time.perf_counter()
+                return None
+            self.replayed += 1
         from litellm import ModelResponse
 
         _METER.add(entry["usage"])
-        self.replayed += 1
         self.cache.put(request, ModelResponse(**entry["response"]), ignored_args_for_cache_key)
         return self.cache.get(request, ignored_args_for_cache_key)  # a cache hit's form
 
@@ -407,9 +409,8 @@ class CallJournal:
             "usage": {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")},
             "response": value.model_dump(),
         }
-        fresh = not self.path.exists()
-        with self.path.open("a") as journal:
-            if fresh:
+        with self.lock, self.path.open("a") as journal:
+            if journal.tell() == 0:
                 journal.write(self.head + "\n")
             journal.write(json.dumps(line, default=str) + "\n")
 
