@@ -402,12 +402,13 @@ class CallJournal:
         key = self._key(request, ignored_args_for_cache_key)
         if not isinstance(value, ModelResponse) or key is None:
             return
-        usage = value.model_dump().get("usage") or {}
+        response = value.model_dump()
+        usage = response.get("usage") or {}
         line = {
             "key": key,
             "elapsed": round(self.seconds(), 3),
             "usage": {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")},
-            "response": value.model_dump(),
+            "response": response,
         }
         with self.lock, self.path.open("a") as journal:
             if journal.tell() == 0:

@@ -140,12 +140,15 @@ class SearchSpace:
         workflow never calls is not asked for: the trial holds only parameters the agent uses, so
         a sampler learns nothing from a part that did not run, and a trial shows no such part."""
         components: dict[str, Any] = {}
+        idle: frozenset[str] = frozenset()  # known once the workflow is drawn (the first slot)
         for slot in SLOTS:
-            if slot in self._idle_under(components):
+            if slot in idle:
                 components[slot] = {"name": "none", "params": {}}
                 continue
             name = trial.suggest_categorical(slot, list(self.components(slot)))
             assert isinstance(name, str)
+            if slot == "workflow":
+                idle = self._idle_under(name)
             params: dict[str, Any] = {}
             for info in REGISTRY.get(slot, name).param_info():
                 if info.searchable:
@@ -195,7 +198,7 @@ class SearchSpace:
         choices do not name (a canonical design's memory that no reviewer feeds) holds the slot's
         first choice: the design cannot use it, so `suggest` makes the same design."""
         params: dict[str, Any] = {}
-        idle = self._idle_under({"workflow": {"name": spec["workflow"].name}})
+        idle = self._idle_under(spec["workflow"].name)
         for slot in SLOTS:
             if slot in idle:
                 continue
@@ -297,11 +300,11 @@ class SearchSpace:
         """`spec` in the form this space's designs take: canonical, unless `canonical` is off."""
         return spec.canonical() if self.canonical else spec
 
-    def _idle_under(self, drawn: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
-        """The slots the workflow drawn so far never calls, where designs are canonical."""
-        if not self.canonical or "workflow" not in drawn:
+    def _idle_under(self, workflow_name: str) -> frozenset[str]:
+        """The slots this workflow never calls, where designs are canonical (none otherwise)."""
+        if not self.canonical:
             return frozenset()
-        workflow = REGISTRY.get("workflow", drawn["workflow"]["name"])
+        workflow = REGISTRY.get("workflow", workflow_name)
         return workflow.unused_slots if issubclass(workflow, Workflow) else frozenset()
 
     def _placeholder(self, slot: str) -> Component:
