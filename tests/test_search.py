@@ -276,6 +276,26 @@ def test_the_space_makes_each_agent_once_with_none_where_it_cannot_use_a_part() 
     assert not space.contains(kept.set_params(tool="none"))  # single would call a tool
 
 
+def test_a_trial_for_a_design_whose_memory_no_reviewer_feeds_makes_that_design() -> None:
+    """Without a reviewer an experience memory is "none"; the trial must hold a memory the design
+    cannot use either (experience), not the first choice (few_shot, which would change it)."""
+    space = SearchSpace(
+        model="fake/model",
+        choices={
+            "workflow": ["single"],
+            "memory": ["few_shot", "experience"],
+            "reflection": ["none"],
+        },
+    )
+    spec = space.sample(np.random.default_rng(0), components={"memory": "experience"})
+    assert spec["memory"].name == "none" and space.contains(spec)
+    assert space.trial_params(spec)["memory"] == "experience"
+    assert space.suggest(optuna.trial.FixedTrial(space.trial_params(spec))) == spec
+    few_shot_only = SearchSpace(model="fake/model", choices={"memory": ["few_shot"]})
+    with pytest.raises(ValueError, match="not a design of this space"):
+        few_shot_only.trial_params(spec)  # a design always uses few_shot: "none" is not offered
+
+
 def test_a_trial_holds_no_parameter_for_a_slot_its_workflow_never_calls() -> None:
     """The sampler is not asked for a program of thought's tool or reflection, nor ReAct's
     reflection, so it learns nothing from them; as drawn (`canonical=False`), it is asked."""

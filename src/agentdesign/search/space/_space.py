@@ -195,8 +195,8 @@ class SearchSpace:
     def trial_params(self, spec: AgentSpec) -> dict[str, Any]:
         """The parameters a trial would hold for `spec`, for `study.enqueue_trial`: none for a
         slot its workflow never calls (`suggest` does not ask for it). A slot whose "none" the
-        choices do not name (a canonical design's memory that no reviewer feeds) holds the slot's
-        first choice: the design cannot use it, so `suggest` makes the same design."""
+        choices do not name (a canonical design's memory that no reviewer feeds) holds the first
+        choice the design cannot use either, so that `suggest` makes the same design."""
         params: dict[str, Any] = {}
         idle = self._idle_under(spec["workflow"].name)
         for slot in SLOTS:
@@ -204,7 +204,7 @@ class SearchSpace:
                 continue
             component = spec[slot]
             if component.name not in self.components(slot):
-                component = self._placeholder(slot)
+                component = self._placeholder(spec, slot)
             params[slot] = component.name
             for info in component.param_info():
                 if info.searchable:
@@ -307,9 +307,14 @@ class SearchSpace:
         workflow = REGISTRY.get("workflow", workflow_name)
         return workflow.unused_slots if issubclass(workflow, Workflow) else frozenset()
 
-    def _placeholder(self, slot: str) -> Component:
-        """The slot's first choice with its numbers on this space's values."""
-        cls = REGISTRY.get(slot, self.components(slot)[0])
+    def _placeholder(self, spec: AgentSpec, slot: str) -> Component:
+        """The slot's first choice that `spec` cannot use (a memory that needs a reviewer, where
+        none reviews), with its numbers on this space's values: any other choice would change
+        the design."""
+        unusable = self._unusable(spec, slot)
+        if not unusable:
+            raise ValueError(f"{spec.describe()} is not a design of this space ({slot})")
+        cls = REGISTRY.get(slot, unusable[0])
         numbers = [i for i in cls.param_info() if i.searchable and i.kind in ("int", "float")]
         return cls(**{i.name: self.snap(slot, i, i.default) for i in numbers})
 
@@ -321,10 +326,14 @@ class SearchSpace:
     def idle(self, spec: AgentSpec, slot: str) -> bool:
         """Whether `slot` holds the "none" of a canonical design that cannot use the slot: a
         design of this space, though the slot's choices may not name "none"."""
-        if spec[slot].name != "none":
-            return False
-        return any(
-            slot in spec.set_params(**{slot: name}).unused_slots() for name in self.components(slot)
+        return spec[slot].name == "none" and bool(self._unusable(spec, slot))
+
+    def _unusable(self, spec: AgentSpec, slot: str) -> tuple[str, ...]:
+        """The slot's choices that `spec` could not use (its canonical form holds "none")."""
+        return tuple(
+            name
+            for name in self.components(slot)
+            if slot in spec.set_params(**{slot: name}).unused_slots()
         )
 
     def size_hint(self) -> int:
