@@ -294,7 +294,16 @@ def value_model(table: ReplayTable, reps: int) -> list[dict[str, str]]:
     rows = []
     for n_labels in LABELS:
         if n_designs - n_labels < 5:
-            rows.append({"labelled designs": str(n_labels), "note": "too few designs left out"})
+            rows.append(
+                {
+                    "labelled designs": str(n_labels),
+                    "label items": "",
+                    "held-out designs": str(max(n_designs - n_labels, 0)),
+                    "Spearman with table accuracy": "too few designs left out",
+                    "95% coverage of observed means": "",
+                    "labels' own Spearman": "",
+                }
+            )
             continue
         for k in sorted({min(k, n_items) for k in LABEL_ITEMS}):
             rho, coverage, ceiling = [], [], []

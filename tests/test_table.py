@@ -307,13 +307,15 @@ def test_racing_on_a_table_stops_designs_on_their_recorded_items() -> None:
 
 def test_the_table_bench_runs_on_a_synthetic_table_and_says_what_it_cannot(tmp_path: Path) -> None:
     path = tmp_path / "synthetic.json"
-    save_cells([_cells_table(n_designs=40, n_tasks=30)], path, provenance={})
+    # 30 designs: 10 labels leave 20 out; 30 labels leave none, and the table says so.
+    save_cells([_cells_table(n_designs=30, n_tasks=30)], path, provenance={})
     args = ["bench/strategies_table.py", str(path), "--seeds", "2", "--evaluations", "6"]
     args += ["--boot", "50", "--value-reps", "2"]
     done = _script(*args, "--strategies", "shuffled", "random", "mcts+race", timeout=900)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "SYNTHETIC" in out and "what 40 designs can say" in out
+    assert "SYNTHETIC" in out and "what 30 designs can say" in out
+    assert "too few designs left out" in out
     for section in ("split-half reliability", "Spearman with table accuracy", "after 5"):
         assert section in out
     missing = _script("bench/strategies_table.py", str(tmp_path / "none.json"))
