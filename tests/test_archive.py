@@ -28,6 +28,7 @@ from agentdesign.archive import (
     ArchiveUnreachableError,
     EvaluationRecord,
     RunTotals,
+    database_url,
 )
 from agentdesign.archive.database._outage import DatabaseOutage
 from agentdesign.archive.database._tables import SCHEMA_VERSION
@@ -262,6 +263,22 @@ def test_missing_driver_is_named() -> None:
         pytest.skip("pg8000 is installed here")
     with pytest.raises(ArchiveError, match="driver is not installed"):
         Archive("postgresql+pg8000://postgres@127.0.0.1/test")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_a_postgresql_url_without_a_driver_opens_with_the_installed_one(
+    scheme: str, postgres_schema: Callable[[], str]
+) -> None:
+    """SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, which the postgres extra does not
+    install: the archive opens the URL most users write with psycopg2."""
+    url = postgres_schema()
+    bare = scheme + "://" + url.split("://", 1)[1]
+    assert database_url(bare).drivername == "postgresql+psycopg2"
+    with Archive(bare) as archive:
+        _create_run(archive)
+    with Archive(url) as archive:
+        assert archive.get_run("run-1").benchmark == "arith"
 
 
 def test_password_stays_out_of_messages() -> None:

@@ -17,7 +17,8 @@ UNREACHABLE = "postgresql+psycopg2://nobody:hunter2@127.0.0.1:1/none"
 
 
 def test_the_checks_report_what_a_run_would_use(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(POSTGRES_ENV, UNREACHABLE)
+    # A URL that names no driver is tried as the archive would open it (with psycopg2).
+    monkeypatch.setenv(POSTGRES_ENV, UNREACHABLE.replace("postgresql+psycopg2:", "postgresql:"))
     sandbox, embedded, postgres = run_checks()
     assert sandbox.name == "sandbox" and sandbox.detail.startswith(current_isolation().level)
     assert embedded.detail.startswith(f"{embedded_threads()} threads per engine")

@@ -19,6 +19,7 @@ from agentdesign.archive._records import (
     RunRecord,
     RunTotals,
 )
+from agentdesign.archive.database._engine import database_url
 from agentdesign.archive.database._trials import TrialStorage
 
 __all__ = [
@@ -34,5 +35,6 @@ __all__ = [
     "RunRecord",
     "RunTotals",
     "TrialStorage",
+    "database_url",
     "worker_id",
 ]

@@ -10,6 +10,7 @@ a model may write a NUL character, which PostgreSQL's text cannot hold.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import time
@@ -45,7 +46,7 @@ from agentdesign.archive.database._sqlite import (
 from agentdesign.archive.database._tables import AgentRow, EvaluationRow, RunRow
 from agentdesign.archive.database._trials import TrialStorage
 
-__all__ = ["NUL_STAND_IN", "ArchiveEngine", "lookup_agent", "without_nul"]
+__all__ = ["NUL_STAND_IN", "ArchiveEngine", "database_url", "lookup_agent", "without_nul"]
 
 # What the archive stores for each NUL character ("\x00") of a text: the symbol for NUL, U+2400.
 # PostgreSQL refuses NUL in text and JSON; replaced on every backend, so that what an archive holds
@@ -66,7 +67,7 @@ class ArchiveEngine:
         """Opens the archive at `url`; `create` False (read-only commands) refuses to make one
         where there is none, rather than leave an empty archive behind. Once open, a database
         that stops answering is waited for up to `reconnect_s` seconds (see `_outage`)."""
-        self._url = _normalize_url(url)
+        self._url = database_url(url)
         self._shown_url = self._url.render_as_string(hide_password=True)
         self._outage = DatabaseOutage(bound_s=reconnect_s, shown_url=self._shown_url)
         self._writer_lock: Path | None = None
@@ -83,7 +84,7 @@ class ArchiveEngine:
         except NoSuchModuleError:
             raise ArchiveError(
                 f"cannot open archive {self._shown_url}: unknown database URL scheme "
-                f"{self._url.drivername!r} (give a file path, sqlite:///..., or postgresql+psycopg2://...)"
+                f"{self._url.drivername!r} (give a file path, sqlite:///..., or postgresql://...)"
             ) from None
         except ImportError as err:
             raise ArchiveError(
@@ -243,14 +244,21 @@ class ArchiveEngine:
         return row
 
 
-def _normalize_url(url: str) -> URL:
-    """A URL as given, or a plain file path as the absolute SQLite URL that optuna can share."""
+def database_url(url: str) -> URL:
+    """The database an archive `url` names: a plain file path as the absolute SQLite URL that
+    optuna can share; a PostgreSQL URL that names no driver (`postgresql://`, `postgres://`)
+    with psycopg2 where it is installed. SQLAlchemy 2.1 reads such a URL as psycopg 3, but
+    psycopg2 is the driver the `postgres` extra installs, so the URL most users write works."""
     if "://" not in url:
         return URL.create("sqlite", database=str(Path(url).expanduser().resolve()))
     try:
-        return make_url(url)
+        parsed = make_url(url)
     except ArgumentError as err:
         raise ArchiveError(f"cannot parse the archive URL: {err}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        psycopg2 = importlib.util.find_spec("psycopg2") is not None
+        parsed = parsed.set(drivername="postgresql+psycopg2" if psycopg2 else "postgresql")
+    return parsed
 
 
 def without_nul(value: Any) -> Any:

@@ -96,7 +96,7 @@ def take_writer_lock(database: Path, shown_url: str) -> Path:
             raise ArchiveError(
                 f"{shown_url} is being written by another process (pid {pid}): SQLite allows one "
                 "writing process at a time; wait for it to finish, or use PostgreSQL "
-                "(--storage postgresql+psycopg2://...) for parallel workers"
+                "(--storage postgresql://...) for parallel workers"
             ) from None
         handle.truncate(0)
         handle.write(f"{os.getpid()}\n")

@@ -11,9 +11,10 @@ import importlib.util
 import os
 from dataclasses import dataclass
 
-from sqlalchemy import create_engine, make_url, text
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
 
+from agentdesign.archive import ArchiveError, database_url
 from agentdesign.components import UNSAFE_ENV, current_isolation, embedded_thread_choice
 
 __all__ = ["DEFAULT_POSTGRES_URL", "POSTGRES_ENV", "Check", "run_checks"]
@@ -59,9 +60,11 @@ def _embedded() -> Check:
 
 
 def _postgres(url: str) -> Check:
+    if "://" not in url:
+        return Check("postgresql", False, f"{url!r} is not a database URL")
     try:
-        parsed = make_url(url)
-    except ArgumentError:
+        parsed = database_url(url)
+    except ArchiveError:
         return Check("postgresql", False, f"{url!r} is not a database URL")
     shown = parsed.render_as_string(hide_password=True)
     psycopg2 = parsed.drivername.endswith("psycopg2")
