@@ -285,6 +285,17 @@ def reliability(table: ReplayTable, reps: int) -> list[dict[str, str]]:
     return rows
 
 
+# The value model's table: every row has these columns, a row without a measurement too.
+VALUE_COLUMNS = (
+    "labelled designs",
+    "label items",
+    "held-out designs",
+    "Spearman with table accuracy",
+    "95% coverage of observed means",
+    "labels' own Spearman",
+)
+
+
 def value_model(table: ReplayTable, reps: int) -> list[dict[str, str]]:
     """The value model on designs it was not fit on, after labelling some with k-item means."""
     scores = np.array([d.scores for d in table.designs])
@@ -294,16 +305,11 @@ def value_model(table: ReplayTable, reps: int) -> list[dict[str, str]]:
     rows = []
     for n_labels in LABELS:
         if n_designs - n_labels < 5:
-            rows.append(
-                {
-                    "labelled designs": str(n_labels),
-                    "label items": "",
-                    "held-out designs": str(max(n_designs - n_labels, 0)),
-                    "Spearman with table accuracy": "too few designs left out",
-                    "95% coverage of observed means": "",
-                    "labels' own Spearman": "",
-                }
-            )
+            row = dict.fromkeys(VALUE_COLUMNS, "")
+            row["labelled designs"] = str(n_labels)
+            row["held-out designs"] = str(max(n_designs - n_labels, 0))
+            row["Spearman with table accuracy"] = "too few designs left out"
+            rows.append(row)
             continue
         for k in sorted({min(k, n_items) for k in LABEL_ITEMS}):
             rho, coverage, ceiling = [], [], []
@@ -327,16 +333,9 @@ def value_model(table: ReplayTable, reps: int) -> list[dict[str, str]]:
                 low, high = np.nanpercentile(values, [2.5, 97.5])
                 return f"{np.nanmean(values):.3f} ({low:.2f} to {high:.2f})"
 
-            rows.append(
-                {
-                    "labelled designs": str(n_labels),
-                    "label items": str(k),
-                    "held-out designs": str(n_designs - n_labels),
-                    "Spearman with table accuracy": cell(rho),
-                    "95% coverage of observed means": cell(coverage),
-                    "labels' own Spearman": cell(ceiling),
-                }
-            )
+            values = (str(n_labels), str(k), str(n_designs - n_labels))
+            values += (cell(rho), cell(coverage), cell(ceiling))
+            rows.append(dict(zip(VALUE_COLUMNS, values, strict=True)))
     return rows
 
 
