@@ -2,7 +2,9 @@
 
     .venv/bin/python bench/strategies_table.py TABLE [--model M] [--seeds 50] [--search-items 30]
         [--evaluations 20] [--strategies shuffled random tpe mcts random+race tpe+race mcts+race]
-        [--boot 1000] [--value-reps 100] [--save FILE.json] [--quick]
+        [--boot 1000] [--value-reps 100] [--items FIRST:LAST] [--prior TABLE [--prior-model M]]
+        [--race-rule bounds|paired] [--race-alpha 0.1] [--race-first-stage 4] [--save FILE.json]
+        [--quick]
 
 TABLE is a replay table file (bench/replay_export.py; a cells file may hold several models: name one
 with --model). Every strategy is replayed in the table's world (`TableWorld`): its designs are the
@@ -13,9 +15,14 @@ engine), each evaluation scores the design's recorded outcomes on the run's sear
 and `+race` races it there as the live loop does (`agentdesign.search.racing`'s defaults) on the
 table's real item correlations. `shuffled` is the table in a seeded random order: uniform sampling
 without replacement, the no-information baseline of a finite table (`random` samples the space and
-is mapped to the nearest design, which favours designs in sparse corners). Every run gets at least
+is mapped to the nearest design, which favours designs in sparse corners). `screened` (not run
+unless named) is shuffled's first 5 designs, then the value model's own pick among the designs
+left: it tells whether the model's ranking helps to choose among the table's designs at all,
+without offspring or the mapping to the nearest design. Every run gets at least
 --evaluations evaluations and the tokens uniform sampling spends in that many on its seed's search
-items (at most twice as many evaluations, and never more than the table has).
+items (at most twice as many evaluations, and never more than the table has). --items keeps only
+the table's items FIRST to LAST (counted from 1, in the table's order), so that a setting chosen on
+one part of the items (racing's rule, alpha and first stage: --race-*) is confirmed on another.
 
 A run is judged by its reported design (its best fully scored design; equal scores: fewer tokens)
 and that design's table accuracy: its mean over all the table's items. Printed, with 95% intervals
@@ -28,10 +35,13 @@ together, the same draws for every strategy (paired):
 - racing's saving at equal winner accuracy: 1 - the ratio of median tokens until the raced
   variant reports a design as good as the unraced one's at the end of its budget, to the unraced
   one's tokens to it;
+- what each slot's component explains of the design means (adjusted R^2, one-way ANOVA);
 - the value model's Spearman with the table accuracies of the designs it was not fit on, after 10
   and 30 labelled designs (labels: their means on 10 or 30 of the table's items, drawn at random),
   its 95% intervals' coverage of those designs' observed means, and the labels' own Spearman with
-  the table accuracies (what a perfect model of the labels reaches);
+  the table accuracies (what a perfect model of the labels reaches); with its component-pair
+  features and first-order (`ValueModel(interactions=False)`), and with --prior (another model's
+  or benchmark's table, each design's mean a row) as the archive's prior, on the same draws;
 - split-half reliability (Spearman-Brown) and the spread of design means at 10, 30 and 100 items
   (items drawn at random; the spread also less its binomial noise), and the Spearman of those
   means with the full table's.
@@ -62,9 +72,10 @@ from agentdesign.benchmarking import (
     split_half_reliability,
     truth_search,
 )
-from agentdesign.components import AgentDesignError, AgentSpec
+from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
 from agentdesign.search import (
     STRATEGIES,
+    Domain,
     History,
     Labelled,
     Proposal,
@@ -79,6 +90,7 @@ from agentdesign.search.strategies import Evaluated
 
 RACED = "+race"
 SHUFFLED = "shuffled"
+SCREENED = "screened"
 CHECKPOINTS = (5, 10, 20)
 NEAR_BEST = 0.02
 LABELS = (10, 30)
@@ -100,6 +112,28 @@ class Shuffled(Strategy):
             if spec.spec_hash not in history.seen:
                 return Proposal(spec=spec, operator="sample")
         return None
+
+
+class Screened(Shuffled):
+    """The value model's own pick among the table's designs: the first `n_initial` of shuffled's
+    order, then the design not yet evaluated with the best optimistic bound (mean + `explore` *
+    std, as the guided strategies screen). No offspring and no nearest-design mapping: whether the
+    value model's ranking helps to choose among these designs at all."""
+
+    n_initial = 5
+    explore = 1.0
+
+    def suggest(self, history: History, rng: np.random.Generator) -> Proposal | None:
+        left = [spec for spec in self._order if spec.spec_hash not in history.seen]
+        if len(history.seen) < self.n_initial or not left:
+            return super().suggest(history, rng)
+        model = ValueModel(seed=self.seed).fit(history.labelled())
+        mean, std = model.predict(left, description=history.description)
+        return Proposal(spec=left[int(np.argmax(mean + self.explore * std))], operator="screen")
+
+
+# The strategies of the table alone, beside the product's.
+OWN: dict[str, type[Shuffled]] = {SHUFFLED: Shuffled, SCREENED: Screened}
 
 
 @dataclass(frozen=True)
@@ -150,9 +184,10 @@ def run_seed(
         traces = []
         for name in names:
             base = name.removesuffix(RACED)
+            designs = [d.spec for d in table.designs]
             strategy = (
-                Shuffled(designs=[d.spec for d in table.designs], space=world.space, seed=seed)
-                if base == SHUFFLED
+                OWN[base](designs=designs, space=world.space, seed=seed)
+                if base in OWN
                 else make_strategy(base, space=world.space, seed=seed)
             )
             run = truth_search(
@@ -160,7 +195,7 @@ def run_seed(
                 strategy,
                 name=name,
                 stop=stop,
-                schedule=raced(Racing()) if name.endswith(RACED) else full_items,
+                schedule=raced(settings.racing) if name.endswith(RACED) else full_items,
             )
             reported = [world.row(h) if h is not None else -1 for h in run.reported()]
             traces.append(
@@ -184,6 +219,7 @@ class Settings:
     strategies: tuple[str, ...]
     boot: int
     value_reps: int
+    racing: Racing
 
 
 # -- the bootstrap -------------------------------------------------------------------------------
@@ -285,8 +321,44 @@ def reliability(table: ReplayTable, reps: int) -> list[dict[str, str]]:
     return rows
 
 
+def components(table: ReplayTable) -> list[dict[str, str]]:
+    """What each slot's choice explains of the design means, one slot at a time: the adjusted R^2
+    of the means on the slot's component and a one-way ANOVA's p-value, with the slot's best and
+    worst component (its designs' mean accuracy and how many designs it has)."""
+    from scipy.stats import f_oneway
+
+    means = np.array([d.mean for d in table.designs])
+    total = float(np.sum((means - means.mean()) ** 2))
+    rows = []
+    for slot in SLOTS:
+        groups: dict[str, list[float]] = {}
+        for design, mean in zip(table.designs, means, strict=True):
+            groups.setdefault(design.spec[slot].name, []).append(float(mean))
+        if len(groups) < 2 or total == 0:
+            continue
+        within = sum(float(np.sum((np.array(g) - np.mean(g)) ** 2)) for g in groups.values())
+        n, g = len(means), len(groups)
+        adjusted = 1 - (within / total) * (n - 1) / max(n - g, 1)
+        ordered = sorted(groups.items(), key=lambda kv: -float(np.mean(kv[1])))
+        p = float(f_oneway(*groups.values()).pvalue) if n > g else math.nan
+        rows.append(
+            {
+                "slot": slot,
+                "components": str(g),
+                "adjusted R^2": f"{adjusted:+.2f}",
+                "ANOVA p": f"{p:.3f}",
+                "best (mean, designs)": f"{ordered[0][0]} ({np.mean(ordered[0][1]):.3f}, "
+                f"{len(ordered[0][1])})",
+                "worst (mean, designs)": f"{ordered[-1][0]} ({np.mean(ordered[-1][1]):.3f}, "
+                f"{len(ordered[-1][1])})",
+            }
+        )
+    return rows
+
+
 # The value model's table: every row has these columns, a row without a measurement too.
 VALUE_COLUMNS = (
+    "value model",
     "labelled designs",
     "label items",
     "held-out designs",
@@ -296,13 +368,38 @@ VALUE_COLUMNS = (
 )
 
 
-def value_model(table: ReplayTable, reps: int) -> list[dict[str, str]]:
-    """The value model on designs it was not fit on, after labelling some with k-item means."""
+def value_model(
+    table: ReplayTable, reps: int, prior: ReplayTable | None = None
+) -> list[dict[str, str]]:
+    """The value model on designs it was not fit on, after labelling some with k-item means: with
+    its component-pair features, first-order, and (given `prior`, another model's or benchmark's
+    table) with the prior's designs as the archive's prior, all on the same draws, each against
+    the first (paired)."""
     scores = np.array([d.scores for d in table.designs])
     full = scores.mean(axis=1)
     specs = [d.spec for d in table.designs]
     n_designs, n_items = scores.shape
+    prior_rows = [
+        Labelled(spec=d.spec, description=prior.description, score=d.mean)
+        for d in (prior.designs if prior is not None else ())
+    ]
+    domain = Domain(description=table.description, model=table.model)
+    # each variant: how to make its model (by draw) and the rows it gets beside the labels
+    variants: dict[str, tuple[Callable[[int], ValueModel], list[Labelled]]] = {
+        "with pairs": (lambda rep: ValueModel(seed=rep), []),
+        "first-order": (lambda rep: ValueModel(seed=rep, interactions=False), []),
+    }
+    if prior is not None:
+        variants[f"with pairs, prior {prior.model}"] = (
+            lambda rep: ValueModel(seed=rep, domain=domain),
+            prior_rows,
+        )
     rows = []
+
+    def cell(values: Sequence[float], sign: str = "") -> str:
+        low, high = np.nanpercentile(values, [2.5, 97.5])
+        return f"{np.nanmean(values):{sign}.3f} ({low:{sign}.2f} to {high:{sign}.2f})"
+
     for n_labels in LABELS:
         if n_designs - n_labels < 5:
             row = dict.fromkeys(VALUE_COLUMNS, "")
@@ -312,30 +409,36 @@ def value_model(table: ReplayTable, reps: int) -> list[dict[str, str]]:
             rows.append(row)
             continue
         for k in sorted({min(k, n_items) for k in LABEL_ITEMS}):
-            rho, coverage, ceiling = [], [], []
-            rng = np.random.default_rng([n_labels, k])
-            for rep in range(reps):
-                order = rng.permutation(n_designs)
-                labelled, held = order[:n_labels], order[n_labels:]
-                observed = scores[:, rng.permutation(n_items)[:k]].mean(axis=1)
-                model = ValueModel(seed=rep).fit(
-                    [
+            rhos: dict[str, np.ndarray] = {}
+            for name, (make, extra) in variants.items():
+                rho, coverage, ceiling = [], [], []
+                rng = np.random.default_rng([n_labels, k])  # the same draws for every variant
+                for rep in range(reps):
+                    order = rng.permutation(n_designs)
+                    labelled, held = order[:n_labels], order[n_labels:]
+                    observed = scores[:, rng.permutation(n_items)[:k]].mean(axis=1)
+                    own = [
                         Labelled(spec=specs[i], description=table.description, score=observed[i])
                         for i in labelled
                     ]
-                )
-                mean, std = model.predict([specs[i] for i in held], description=table.description)
-                rho.append(rank_correlation(mean, full[held]))
-                coverage.append(float(np.mean(np.abs(observed[held] - mean) <= Z95 * std)))
-                ceiling.append(rank_correlation(observed[held], full[held]))
-
-            def cell(values: list[float]) -> str:
-                low, high = np.nanpercentile(values, [2.5, 97.5])
-                return f"{np.nanmean(values):.3f} ({low:.2f} to {high:.2f})"
-
-            values = (str(n_labels), str(k), str(n_designs - n_labels))
-            values += (cell(rho), cell(coverage), cell(ceiling))
-            rows.append(dict(zip(VALUE_COLUMNS, values, strict=True)))
+                    model = make(rep).fit(own + extra)
+                    mean, std = model.predict(
+                        [specs[i] for i in held], description=table.description
+                    )
+                    rho.append(rank_correlation(mean, full[held]))
+                    coverage.append(float(np.mean(np.abs(observed[held] - mean) <= Z95 * std)))
+                    ceiling.append(rank_correlation(observed[held], full[held]))
+                rhos[name] = np.array(rho)
+                values = (name, str(n_labels), str(k), str(n_designs - n_labels))
+                values += (cell(rho), cell(coverage), cell(ceiling))
+                rows.append(dict(zip(VALUE_COLUMNS, values, strict=True)))
+            first, *others = rhos
+            for name in others:
+                row = dict.fromkeys(VALUE_COLUMNS, "")
+                row["value model"] = f"{name} - {first}"
+                row["labelled designs"], row["label items"] = str(n_labels), str(k)
+                row["Spearman with table accuracy"] = cell(list(rhos[name] - rhos[first]), "+")
+                rows.append(row)
     return rows
 
 
@@ -421,32 +524,11 @@ def report(table: ReplayTable, traces: list[Trace], settings: Settings) -> None:
                 row[f"/ {baseline}"] = _cell(ratio, ".2f")
         rows.append(row)
     print(markdown_table(rows))
-    rows = []
-    for name in names:
-        if name.endswith(RACED) or name + RACED not in names:
-            continue
-        plain, race = by[name], by[name + RACED]
-        raced_tokens = boot.values(
-            lambda acc, plain=plain, race=race: [
-                r.tokens_to(acc, p.final(acc)) for p, r in zip(plain, race, strict=True)
-            ]
-        )
-        plain_tokens = boot.values(
-            lambda acc, plain=plain: [p.tokens_to(acc, p.final(acc)) for p in plain]
-        )
-        rows.append(
-            {
-                "strategy": name,
-                "racing's token saving at equal winner accuracy": _cell(
-                    boot.estimate(_saving, raced_tokens, plain_tokens), "+.0%"
-                ),
-                "raced runs that matched": _cell(
-                    boot.estimate(_mean, np.isfinite(raced_tokens).astype(float)), ".2f"
-                ),
-                "designs stopped per run": f"{np.mean([t.stopped for t in race]):.1f} of "
-                f"{np.mean([len(t.reported) for t in race]):.1f}",
-            }
-        )
+    rows = [
+        {"strategy": name, **racing_figures(by[name], by[name + RACED], boot)}
+        for name in names
+        if not name.endswith(RACED) and name + RACED in names
+    ]
     if rows:
         print(
             "\nracing: tokens until the raced variant reports a design as good as the unraced "
@@ -454,6 +536,28 @@ def report(table: ReplayTable, traces: list[Trace], settings: Settings) -> None:
         )
         print(markdown_table(rows))
     _limits(table, by, boot, checkpoints, settings)
+
+
+def racing_figures(plain: list[Trace], race: list[Trace], boot: Bootstrap) -> dict[str, str]:
+    """Racing's saving at equal winner accuracy, how often the raced runs matched the unraced
+    ones' final design, how many designs racing stopped, and the paired difference of the final
+    reported designs' table accuracies (raced - unraced, on the same budget): runs by seed."""
+    raced_tokens = boot.values(
+        lambda acc: [r.tokens_to(acc, p.final(acc)) for p, r in zip(plain, race, strict=True)]
+    )
+    plain_tokens = boot.values(lambda acc: [p.tokens_to(acc, p.final(acc)) for p in plain])
+    final = [boot.values(lambda acc, ts=ts: [t.final(acc) for t in ts]) for ts in (race, plain)]
+    return {
+        "racing's token saving at equal winner accuracy": _cell(
+            boot.estimate(_saving, raced_tokens, plain_tokens), "+.0%"
+        ),
+        "raced runs that matched": _cell(
+            boot.estimate(_mean, np.isfinite(raced_tokens).astype(float)), ".2f"
+        ),
+        "designs stopped per run": f"{np.mean([t.stopped for t in race]):.1f} of "
+        f"{np.mean([len(t.reported) for t in race]):.1f}",
+        "final accuracy, raced - unraced": _cell(boot.estimate(_diff, *final), "+.3f"),
+    }
 
 
 def _tokens(estimate: tuple[float, float, float]) -> str:
@@ -526,6 +630,20 @@ def _limits(
     )
 
 
+def item_range(text: str, n_items: int) -> list[int]:
+    """The table's positions of items FIRST to LAST (counted from 1, both included)."""
+    first, _, last = text.partition(":")
+    try:
+        low, high = int(first), int(last)
+    except ValueError:
+        low, high = 0, -1
+    if not 1 <= low < high <= n_items:
+        raise AgentDesignError(
+            f"--items takes FIRST:LAST with 1 <= FIRST < LAST <= {n_items}, got {text!r}"
+        )
+    return list(range(low - 1, high))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", type=Path)
@@ -539,7 +657,13 @@ def main() -> None:
         default=[SHUFFLED, "random", "tpe", "mcts", "random+race", "tpe+race", "mcts+race"],
     )
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap draws")
-    parser.add_argument("--value-reps", type=int, default=100, help="value model draws")
+    parser.add_argument("--value-reps", type=int, default=100, help="value model draws (0: none)")
+    parser.add_argument("--items", metavar="FIRST:LAST", help="only these of the table's items")
+    parser.add_argument("--prior", type=Path, help="another model's or benchmark's table")
+    parser.add_argument("--prior-model", help="the prior table's model, where its file has several")
+    parser.add_argument("--race-rule", default=Racing.rule, help="racing's rule (+race)")
+    parser.add_argument("--race-alpha", type=float, default=Racing.alpha)
+    parser.add_argument("--race-first-stage", type=int, default=Racing.first_stage)
     parser.add_argument("--save", type=Path, help="write every run's trace to this JSON")
     parser.add_argument("--quick", action="store_true", help="CI size: 3 seeds, 10 evaluations")
     args = parser.parse_args()
@@ -547,15 +671,28 @@ def main() -> None:
         args.seeds, args.evaluations, args.boot, args.value_reps = 3, 10, 200, 10
     try:
         table = ReplayTable.load(args.table, model=args.model)
+        if args.items:
+            table = table.subset(item_range(args.items, len(table.task_ids)))
+        racing = Racing(
+            alpha=args.race_alpha, first_stage=args.race_first_stage, rule=args.race_rule
+        )
+        prior = ReplayTable.load(args.prior, model=args.prior_model) if args.prior else None
+        if prior is not None and (prior.model, prior.benchmark) == (table.model, table.benchmark):
+            raise AgentDesignError(
+                f"--prior holds {table.model} on {table.benchmark}, as the table does: a prior is "
+                "another model's or benchmark's table"
+            )
     except AgentDesignError as exc:
         sys.exit(f"error: {exc}")
-    unknown = [s for s in args.strategies if s.removesuffix(RACED) not in (*STRATEGIES, SHUFFLED)]
+    unknown = [s for s in args.strategies if s.removesuffix(RACED) not in (*STRATEGIES, *OWN)]
     if unknown:
         sys.exit(f"error: unknown strategies {', '.join(unknown)}")
     n_items = len(table.task_ids)
     search_items = args.search_items or min(30, n_items)
     if not 2 <= search_items <= n_items or args.seeds < 1 or args.evaluations < 1:
         sys.exit(f"error: need 2 <= --search-items <= {n_items}, and --seeds, --evaluations >= 1")
+    if args.value_reps < 0 or args.boot < 1:
+        sys.exit("error: need --value-reps >= 0 and --boot >= 1")
     settings = Settings(
         seeds=args.seeds,
         search_items=search_items,
@@ -563,20 +700,26 @@ def main() -> None:
         strategies=tuple(args.strategies),
         boot=args.boot,
         value_reps=args.value_reps,
+        racing=racing,
     )
     started = time.perf_counter()
     means = np.array([d.mean for d in table.designs])
     print(
-        f"{args.table.name}: {table.model}, {len(table.designs)} designs x {n_items} items of "
-        f"{table.benchmark}{' (SYNTHETIC: made-up scores)' if table.synthetic else ''}; design "
+        f"{args.table.name}: {table.model}, {len(table.designs)} designs x {n_items} items "
+        f"({args.items or 'all'}) of {table.benchmark}"
+        f"{' (SYNTHETIC: made-up scores)' if table.synthetic else ''}; design "
         f"means {means.min():.2f}-{means.max():.2f} (sd {means.std(ddof=1):.3f}); settings: "
         f"{settings}\n"
     )
     with threadpool_limits(1):
         print("the table's own reliability (items drawn at random):\n")
         print(markdown_table(reliability(table, max(args.value_reps, 20))))
-        print("\nthe value model on designs it was not fit on (mean (middle 95% of draws)):\n")
-        print(markdown_table(value_model(table, args.value_reps)))
+        print("\nwhat each slot's component explains of the design means (one slot at a time):\n")
+        explained = components(table)
+        print(markdown_table(explained) if explained else "(every slot has one component)")
+        if args.value_reps:  # 0 skips it, as a sweep of racing's settings may
+            print("\nthe value model on designs it was not fit on (mean (middle 95% of draws)):\n")
+            print(markdown_table(value_model(table, args.value_reps, prior)))
         traces = [
             trace
             for seed in range(settings.seeds)

@@ -44,6 +44,7 @@ from agentdesign.search import (
     Trial,
     ValueModel,
     assess_value_model,
+    design_features,
     history_from_study,
     make_strategy,
     pairwise_design,
@@ -334,11 +335,15 @@ def test_the_value_models_intervals_come_from_held_out_errors() -> None:
     assert 0.9 <= coverage <= 0.99, coverage
 
 
+@pytest.mark.parametrize("interactions", [True, False])
 @pytest.mark.parametrize("n_labelled", [12, 30])
-def test_the_value_models_intervals_hold_with_fewer_designs_than_features(n_labelled: int) -> None:
+def test_the_value_models_intervals_hold_with_fewer_designs_than_features(
+    n_labelled: int, interactions: bool
+) -> None:
     """With fewer labelled designs than features the ridge interpolates its labels (leverage near
     1): its leave-one-out errors must still be the real ones, not clipped to almost nothing (they
-    were, and intervals covered about 65% of fresh scores at 10 designs, bench/strategies_truth)."""
+    were, and intervals covered about 65% of fresh scores at 10 designs, bench/strategies_truth).
+    The first-order model (no pair features) is held to the same; both rank fresh designs."""
     space = SearchSpace(model="fake/model")
     rng = np.random.default_rng(2)
     effect = {name: rng.normal(0.0, 0.1) for slot in SLOTS for name in space.components(slot)}
@@ -346,14 +351,20 @@ def test_the_value_models_intervals_hold_with_fewer_designs_than_features(n_labe
     def score(spec: AgentSpec) -> float:
         return 0.5 + sum(effect[spec[slot].name] for slot in SLOTS) + rng.normal(0.0, 0.1)
 
-    covered = []
+    covered, ranked = [], []
     for _ in range(4):
         specs = [space.sample(rng) for _ in range(n_labelled + 200)]
         rows = [Labelled(spec=s, description="d", score=score(s)) for s in specs[:n_labelled]]
-        mean, std = ValueModel(seed=0).fit(rows).predict(specs[n_labelled:], description="d")
+        model = ValueModel(seed=0, interactions=interactions).fit(rows)
+        mean, std = model.predict(specs[n_labelled:], description="d")
         fresh = np.array([score(s) for s in specs[n_labelled:]])
         covered.append(np.mean(np.abs(fresh - mean) <= 1.96 * std))
+        ranked.append(rank_correlation(mean, fresh))
     assert 0.85 <= float(np.mean(covered)) <= 0.998, covered
+    assert float(np.mean(ranked)) > 0.2, ranked
+    first_order = design_features(specs[:2], interactions=False)
+    pairs = design_features(specs[:2]).shape[1] - first_order.shape[1]
+    assert pairs > len(effect)  # the pairs outnumber the components they are made of
 
 
 def test_designs_weighted_down_leave_the_value_model_uncertain_not_broken() -> None:

@@ -309,16 +309,53 @@ def test_the_table_bench_runs_on_a_synthetic_table_and_says_what_it_cannot(tmp_p
     path = tmp_path / "synthetic.json"
     # 30 designs: 10 labels leave 20 out; 30 labels leave none, and the table says so.
     save_cells([_cells_table(n_designs=30, n_tasks=30)], path, provenance={})
+    # another model's table, as the value model's prior
+    other = make_synthetic_table(n_designs=20, n_tasks=10, seed=5)
+    prior = dataclasses.replace(
+        other,
+        model="fake/other",
+        designs=tuple(
+            dataclasses.replace(d, spec=dataclasses.replace(d.spec, model="fake/other"))
+            for d in other.designs
+        ),
+    )
+    prior.save(tmp_path / "prior.json")
     args = ["bench/strategies_table.py", str(path), "--seeds", "2", "--evaluations", "6"]
-    args += ["--boot", "50", "--value-reps", "2"]
-    done = _script(*args, "--strategies", "shuffled", "random", "mcts+race", timeout=900)
+    args += ["--boot", "50", "--value-reps", "2", "--items", "3:26", "--race-alpha", "0.2"]
+    args += ["--prior", str(tmp_path / "prior.json")]
+    names = ("shuffled", "screened", "random", "mcts+race")
+    done = _script(*args, "--strategies", *names, timeout=900)
     assert done.returncode == 0, done.stderr
     out = done.stdout
+    assert "30 designs x 24 items (3:26)" in out and "alpha=0.2" in out
+    assert "| screened | " in out
     assert "SYNTHETIC" in out and "what 30 designs can say" in out
     assert "too few designs left out" in out
     for section in ("split-half reliability", "Spearman with table accuracy", "after 5"):
         assert section in out
+    for section in ("adjusted R^2", "| first-order | 10 |", "| with pairs | 10 |"):
+        assert section in out
+    assert "| with pairs, prior fake/other | 10 |" in out
+    assert "| with pairs, prior fake/other - with pairs | 10 |" in out
     missing = _script("bench/strategies_table.py", str(tmp_path / "none.json"))
     assert missing.returncode != 0 and missing.stderr.strip().startswith("error:")
     bad = _script("bench/strategies_table.py", str(path), "--strategies", "nope")
     assert bad.returncode != 0 and "unknown strategies" in bad.stderr
+    itself = _script("bench/strategies_table.py", str(path), "--prior", str(path))
+    assert itself.returncode != 0 and "a prior is another model's" in itself.stderr
+    backwards = _script("bench/strategies_table.py", str(path), "--items", "20:5")
+    assert backwards.returncode != 0 and backwards.stderr.strip().startswith("error: --items")
+
+
+def test_the_racing_bench_sweeps_settings_on_the_same_seeds(tmp_path: Path) -> None:
+    path = tmp_path / "synthetic.json"
+    save_cells([_cells_table(n_designs=30, n_tasks=30)], path, provenance={})
+    args = ["bench/racing_table.py", str(path), "--seeds", "2", "--evaluations", "6"]
+    args += ["--boot", "50", "--items", "1:20", "--strategies", "random"]
+    done = _script(*args, "--rules", "bounds", "--alphas", "0.1", "0.3", "--first-stages", "4")
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| random |")]
+    assert [row.split(" | ")[2] for row in rows] == ["0.1", "0.3"]
+    assert "30 designs x 20 items (1:20)" in done.stdout and "| 4, 8, 16 |" in done.stdout
+    bad = _script("bench/racing_table.py", str(path), "--alphas", "2")
+    assert bad.returncode != 0 and bad.stderr.strip().startswith("error: racing alpha")

@@ -215,10 +215,12 @@ def design_features(
     descriptions: Sequence[str] | str = "",
     *,
     models: Sequence[str] = (),
+    interactions: bool = True,
 ) -> np.ndarray:
-    """One row per spec: components, parameters, component pairs, rewritten prompts' words and
-    word pairs, description and model words; where `models` names several (the models a run
-    searches), then which of them the design runs on and that model with each component.
+    """One row per spec: components, parameters, component pairs (unless not `interactions`),
+    rewritten prompts' words and word pairs, description and model words; where `models` names
+    several (the models a run searches), then which of them the design runs on and that model
+    with each component.
 
     `descriptions` is the benchmark's description, one for all specs or one per spec. A parameter
     of a component the spec does not use is 0, so it only matters under its component. The
@@ -238,7 +240,7 @@ def design_features(
                 found = _param_features(info, getattr(component, info.name))
                 values[row, offset : offset + len(found)] = found
     first, second = layout.pairs
-    pairs = onehot[:, first] * onehot[:, second]
+    pairs = onehot[:, first] * onehot[:, second] if interactions else np.zeros((len(specs), 0))
     texts = [descriptions] * len(specs) if isinstance(descriptions, str) else list(descriptions)
     index = {text: i for i, text in enumerate(dict.fromkeys(texts))}
     hashed = _text_hasher(_TEXT_FEATURES).transform(list(index)).toarray()
@@ -288,9 +290,20 @@ class ValueModel:
 
     Unfitted (fewer than two results), it predicts the middle of the score range with the widest
     uncertainty, so screening by an optimistic bound then falls back to exploring.
+
+    Without `interactions` it has no component-pair features: a first-order model, which few
+    labels may fit better (the pairs outnumber the components, and each pair is seen in few
+    designs); bench/strategies_table.py measures both on a recorded table.
     """
 
-    def __init__(self, *, n_trees: int = 30, seed: int = 0, domain: Domain | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        n_trees: int = 30,
+        seed: int = 0,
+        domain: Domain | None = None,
+        interactions: bool = True,
+    ) -> None:
         from sklearn.ensemble import RandomForestRegressor
         from sklearn.linear_model import BayesianRidge
 
@@ -299,6 +312,7 @@ class ValueModel:
             n_estimators=n_trees, max_features=0.5, random_state=seed, n_jobs=1
         )
         self._domain = domain
+        self._interactions = interactions
         self._apart = False  # whether rows outside the domain were fitted (the features split)
         self._fitted = False
         self._scale = 1.0  # held-out squared error over the model's own variance
@@ -365,7 +379,7 @@ class ValueModel:
         """The design features; once rows outside the domain were fitted, with their domain-only
         copy and the domain's indicator after them."""
         models = () if self._domain is None else self._domain.models
-        x = design_features(specs, descriptions, models=models)
+        x = design_features(specs, descriptions, models=models, interactions=self._interactions)
         if not self._apart:
             return x
         assert self._domain is not None
