@@ -10,8 +10,11 @@ table. One table prints, per strategy and setting: racing's token saving at equa
 accuracy, the share of raced runs that matched the unraced one's final design, the designs it
 stopped, and the paired difference of the final reported designs' table accuracies (raced -
 unraced, on the same budget), with 95% intervals from one bootstrap of items and seeds shared by
-every row. A setting chosen here is chosen on these items: confirm it on others (`--items` here,
-then bench/strategies_table.py with the `--race-*` options on the items left) and report that.
+every row; and the most any rule could save at that setting's stages and alpha (`ceiling`: an
+oracle that knows every design's table accuracy, bounded by the Neyman-Pearson test at each
+stage), which says whether a saving target is within reach of racing on this table at all. A
+setting chosen here is chosen on these items: confirm it on others (`--items` here, then
+bench/strategies_table.py with the `--race-*` options on the items left) and report that.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import itertools
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 from _common import markdown_table
@@ -30,14 +32,41 @@ from strategies_table import (
     Bootstrap,
     Settings,
     Trace,
-    item_range,
+    add_table_arguments,
+    heading,
     racing_figures,
+    read_table,
     run_seed,
 )
 
 from agentdesign.benchmarking import ReplayTable
 from agentdesign.components import AgentDesignError
 from agentdesign.search import STRATEGIES, Racing
+
+
+def ceiling(table: ReplayTable, racing: Racing, n_items: int) -> float:
+    """The most any rule could save at `racing`'s stages and alpha: the share of the table's tokens
+    (all designs once, each on `n_items` items) an oracle would leave unspent that knows every
+    design's accuracy p (its table mean) and the best one's, q, and may drop a design as good as
+    the best with a chance of at most alpha. Whatever rule stops a design by stage k, the chance it
+    has is at most that of the most powerful test at level alpha of p = q against p < q on k
+    items (Neyman-Pearson: at most c successes, randomized at c); a design stopped by stage k
+    saves the items between stage k and the next, so these bound the saving stage by stage."""
+    from scipy.stats import binom
+
+    means = np.array([d.mean for d in table.designs])
+    weights = np.array([d.tokens for d in table.designs], dtype=float)
+    q = float(means.max())
+    bounds = (*racing.stages(n_items), n_items)
+    saved = np.zeros(len(means))
+    for k, following in itertools.pairwise(bounds):
+        c = int(binom.ppf(racing.alpha, k, q))  # the least c with P_q(X <= c) >= alpha
+        below = float(binom.cdf(c - 1, k, q)) if c > 0 else 0.0
+        at_c = float(binom.pmf(c, k, q))
+        share = (racing.alpha - below) / at_c if at_c > 0 else 0.0  # randomized at c
+        power = binom.cdf(c - 1, k, means) * (c > 0) + share * binom.pmf(c, k, means)
+        saved += power * (following - k) / n_items
+    return float(np.sum(weights * saved) / weights.sum())
 
 
 def runs(table: ReplayTable, name: str, settings: Settings) -> list[Trace]:
@@ -47,22 +76,15 @@ def runs(table: ReplayTable, name: str, settings: Settings) -> list[Trace]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("table", type=Path)
-    parser.add_argument("--model", help="the table's model, where the file holds several")
-    parser.add_argument("--items", metavar="FIRST:LAST", help="only these of the table's items")
-    parser.add_argument("--seeds", type=int, default=50)
-    parser.add_argument("--search-items", type=int, help="default: 30, or the table's items")
-    parser.add_argument("--evaluations", type=int, default=20)
+    add_table_arguments(parser)
     parser.add_argument("--strategies", nargs="+", default=["random", "mcts"])
     parser.add_argument("--rules", nargs="+", default=["bounds", "paired"])
     parser.add_argument("--alphas", nargs="+", type=float, default=[0.1, 0.2, 0.3])
     parser.add_argument("--first-stages", nargs="+", type=int, default=[4, 8])
-    parser.add_argument("--boot", type=int, default=1000, help="bootstrap draws")
     args = parser.parse_args()
+    table, base = read_table(args)
+    search_items = base.search_items
     try:
-        table = ReplayTable.load(args.table, model=args.model)
-        if args.items:
-            table = table.subset(item_range(args.items, len(table.task_ids)))
         settings = [
             Racing(rule=rule, alpha=alpha, first_stage=first)
             for rule, alpha, first in itertools.product(args.rules, args.alphas, args.first_stages)
@@ -72,27 +94,11 @@ def main() -> None:
     unknown = [s for s in args.strategies if s not in STRATEGIES]
     if unknown:
         sys.exit(f"error: unknown strategies {', '.join(unknown)}")
-    n_items = len(table.task_ids)
-    search_items = args.search_items or min(30, n_items)
-    if not 2 <= search_items <= n_items or min(args.seeds, args.evaluations, args.boot) < 1:
-        sys.exit(
-            f"error: need 2 <= --search-items <= {n_items}, and --seeds, --evaluations, --boot >= 1"
-        )
     started = time.perf_counter()
-    base = Settings(
-        seeds=args.seeds,
-        search_items=search_items,
-        evaluations=args.evaluations,
-        strategies=tuple(args.strategies),
-        boot=args.boot,
-        value_reps=0,
-        racing=Racing(),
-    )
     print(
-        f"{args.table.name}: {table.model}, {len(table.designs)} designs x {n_items} items "
-        f"({args.items or 'all'}) of {table.benchmark}; {args.seeds} seeds, {search_items} search "
-        f"items each, at least {args.evaluations} evaluations a run; intervals: {args.boot} "
-        "bootstrap draws of items and seeds, shared by every row\n"
+        f"{heading(args, table)}; {args.seeds} seeds, {search_items} search items each, at least "
+        f"{args.evaluations} evaluations a run; intervals: {args.boot} bootstrap draws of items "
+        "and seeds, shared by every row\n"
     )
     boot = Bootstrap(
         np.array([d.scores for d in table.designs]), n_seeds=args.seeds, n_boot=args.boot
@@ -109,6 +115,7 @@ def main() -> None:
                 "alpha": f"{racing.alpha:g}",
                 "stages": stages,
                 **racing_figures(plain[name], race, boot),
+                "the most any rule could save": f"{ceiling(table, racing, search_items):.0%}",
             }
         )
     print(markdown_table(rows))

@@ -57,7 +57,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -644,21 +644,62 @@ def item_range(text: str, n_items: int) -> list[int]:
     return list(range(low - 1, high))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments the table benches share: the table, its items, and the runs' size."""
     parser.add_argument("table", type=Path)
     parser.add_argument("--model", help="the table's model, where the file holds several")
+    parser.add_argument("--items", metavar="FIRST:LAST", help="only these of the table's items")
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--search-items", type=int, help="default: 30, or the table's items")
     parser.add_argument("--evaluations", type=int, default=20)
+    parser.add_argument("--boot", type=int, default=1000, help="bootstrap draws")
+
+
+def read_table(args: argparse.Namespace) -> tuple[ReplayTable, Settings]:
+    """The table on its --items, and the runs' settings (no value model draws, racing's defaults:
+    a script replaces them); bad input ends the script with one error line."""
+    try:
+        table = ReplayTable.load(args.table, model=args.model)
+        if args.items:
+            table = table.subset(item_range(args.items, len(table.task_ids)))
+    except AgentDesignError as exc:
+        sys.exit(f"error: {exc}")
+    n_items = len(table.task_ids)
+    search_items = args.search_items or min(30, n_items)
+    if not 2 <= search_items <= n_items or min(args.seeds, args.evaluations, args.boot) < 1:
+        sys.exit(
+            f"error: need 2 <= --search-items <= {n_items}, and --seeds, --evaluations, --boot >= 1"
+        )
+    settings = Settings(
+        seeds=args.seeds,
+        search_items=search_items,
+        evaluations=args.evaluations,
+        strategies=tuple(args.strategies),
+        boot=args.boot,
+        value_reps=0,
+        racing=Racing(),
+    )
+    return table, settings
+
+
+def heading(args: argparse.Namespace, table: ReplayTable) -> str:
+    """What was read: the file, model, designs, items and benchmark (and whether it is made up)."""
+    return (
+        f"{args.table.name}: {table.model}, {len(table.designs)} designs x {len(table.task_ids)} "
+        f"items ({args.items or 'all'}) of {table.benchmark}"
+        f"{' (SYNTHETIC: made-up scores)' if table.synthetic else ''}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_table_arguments(parser)
     parser.add_argument(
         "--strategies",
         nargs="+",
         default=[SHUFFLED, "random", "tpe", "mcts", "random+race", "tpe+race", "mcts+race"],
     )
-    parser.add_argument("--boot", type=int, default=1000, help="bootstrap draws")
     parser.add_argument("--value-reps", type=int, default=100, help="value model draws (0: none)")
-    parser.add_argument("--items", metavar="FIRST:LAST", help="only these of the table's items")
     parser.add_argument("--prior", type=Path, help="another model's or benchmark's table")
     parser.add_argument("--prior-model", help="the prior table's model, where its file has several")
     parser.add_argument("--race-rule", default=Racing.rule, help="racing's rule (+race)")
@@ -669,10 +710,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.evaluations, args.boot, args.value_reps = 3, 10, 200, 10
+    table, settings = read_table(args)
     try:
-        table = ReplayTable.load(args.table, model=args.model)
-        if args.items:
-            table = table.subset(item_range(args.items, len(table.task_ids)))
         racing = Racing(
             alpha=args.race_alpha, first_stage=args.race_first_stage, rule=args.race_rule
         )
@@ -687,29 +726,14 @@ def main() -> None:
     unknown = [s for s in args.strategies if s.removesuffix(RACED) not in (*STRATEGIES, *OWN)]
     if unknown:
         sys.exit(f"error: unknown strategies {', '.join(unknown)}")
-    n_items = len(table.task_ids)
-    search_items = args.search_items or min(30, n_items)
-    if not 2 <= search_items <= n_items or args.seeds < 1 or args.evaluations < 1:
-        sys.exit(f"error: need 2 <= --search-items <= {n_items}, and --seeds, --evaluations >= 1")
-    if args.value_reps < 0 or args.boot < 1:
-        sys.exit("error: need --value-reps >= 0 and --boot >= 1")
-    settings = Settings(
-        seeds=args.seeds,
-        search_items=search_items,
-        evaluations=args.evaluations,
-        strategies=tuple(args.strategies),
-        boot=args.boot,
-        value_reps=args.value_reps,
-        racing=racing,
-    )
+    if args.value_reps < 0:
+        sys.exit("error: need --value-reps >= 0")
+    settings = replace(settings, value_reps=args.value_reps, racing=racing)
     started = time.perf_counter()
     means = np.array([d.mean for d in table.designs])
     print(
-        f"{args.table.name}: {table.model}, {len(table.designs)} designs x {n_items} items "
-        f"({args.items or 'all'}) of {table.benchmark}"
-        f"{' (SYNTHETIC: made-up scores)' if table.synthetic else ''}; design "
-        f"means {means.min():.2f}-{means.max():.2f} (sd {means.std(ddof=1):.3f}); settings: "
-        f"{settings}\n"
+        f"{heading(args, table)}; design means {means.min():.2f}-{means.max():.2f} (sd "
+        f"{means.std(ddof=1):.3f}); settings: {settings}\n"
     )
     with threadpool_limits(1):
         print("the table's own reliability (items drawn at random):\n")
@@ -717,7 +741,7 @@ def main() -> None:
         print("\nwhat each slot's component explains of the design means (one slot at a time):\n")
         explained = components(table)
         print(markdown_table(explained) if explained else "(every slot has one component)")
-        if args.value_reps:  # 0 skips it, as a sweep of racing's settings may
+        if args.value_reps:  # 0 skips it
             print("\nthe value model on designs it was not fit on (mean (middle 95% of draws)):\n")
             print(markdown_table(value_model(table, args.value_reps, prior)))
         traces = [

@@ -356,6 +356,9 @@ def test_the_racing_bench_sweeps_settings_on_the_same_seeds(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| random |")]
     assert [row.split(" | ")[2] for row in rows] == ["0.1", "0.3"]
+    # the oracle's ceiling: a share, larger where a larger error rate is allowed
+    ceilings = [float(row.rstrip(" |").split(" | ")[-1].rstrip("%")) for row in rows]
+    assert 0 <= ceilings[0] < ceilings[1] <= 100, ceilings
     assert "30 designs x 20 items (1:20)" in done.stdout and "| 4, 8, 16 |" in done.stdout
     bad = _script("bench/racing_table.py", str(path), "--alphas", "2")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error: racing alpha")
