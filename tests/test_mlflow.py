@@ -396,9 +396,10 @@ def test_a_server_that_goes_away_mid_run_costs_one_warning_line(
     err = capsys.readouterr().err
     said = [line for line in err.splitlines() if "MLflow" in line]
     assert len(said) == 1, err
-    # refused, or dropped under a request: whichever the proxy's going away met
+    # refused, or dropped under a request: whichever the proxy's going away met (a dropped
+    # request's reason has parentheses of its own, such as IncompleteRead(0 bytes read))
     assert re.fullmatch(
-        rf"warning: MLflow logging stopped \(http://127\.0\.0\.1:{proxy.port}: [^()]+\); the "
+        rf"warning: MLflow logging stopped \(http://127\.0\.0\.1:{proxy.port}: .+\); the "
         r"search goes on and the archive keeps every result: `agentdesign resume outage` logs "
         r"what is missing to the same MLflow run",
         said[0],
