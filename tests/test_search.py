@@ -277,8 +277,8 @@ def test_the_space_makes_each_agent_once_with_none_where_it_cannot_use_a_part() 
 
 
 def test_a_trial_for_a_design_whose_memory_no_reviewer_feeds_makes_that_design() -> None:
-    """Without a reviewer an experience memory is "none"; the trial must hold a memory the design
-    cannot use either (experience), not the first choice (few_shot, which would change it)."""
+    """Without a reviewer an experience memory is "none": the trial holds that "none" under the
+    memory asked without a reviewer, and `suggest` makes the same design from it."""
     space = SearchSpace(
         model="fake/model",
         choices={
@@ -289,11 +289,53 @@ def test_a_trial_for_a_design_whose_memory_no_reviewer_feeds_makes_that_design()
     )
     spec = space.sample(np.random.default_rng(0), components={"memory": "experience"})
     assert spec["memory"].name == "none" and space.contains(spec)
-    assert space.trial_params(spec)["memory"] == "experience"
-    assert space.suggest(optuna.trial.FixedTrial(space.trial_params(spec))) == spec
+    params = space.trial_params(spec)
+    assert params["memory_without_reviewer"] == "none" and "memory" not in params
+    assert space.suggest(optuna.trial.FixedTrial(params)) == spec
     few_shot_only = SearchSpace(model="fake/model", choices={"memory": ["few_shot"]})
     with pytest.raises(ValueError, match="not a design of this space"):
         few_shot_only.trial_params(spec)  # a design always uses few_shot: "none" is not offered
+
+
+def test_the_sampler_is_not_asked_for_a_memory_no_reviewer_would_feed() -> None:
+    """An experience memory learns only from a reviewer: without one, the sampler chooses among
+    the memories that learn without one ("none" standing for experience), so "none" is not drawn
+    twice as often, and the trial holds no experience memory the design would not use. With a
+    reviewer in any used slot (here the workflow or the reflection), memory is asked as usual."""
+    choices = {
+        "workflow": ["single", "self_refine"],
+        "memory": ["none", "few_shot", "experience"],
+        "reflection": ["none", "self_critique"],
+    }
+    space = SearchSpace(model="fake/model", choices=choices)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    unreviewed: list[str] = []
+    for _ in range(200):
+        trial = study.ask()
+        spec = space.suggest(trial)
+        study.tell(trial, 0.0)
+        reviewed = spec["workflow"].name == "self_refine" or spec["reflection"].name != "none"
+        if reviewed:
+            assert trial.params["memory"] in choices["memory"]
+            assert "memory_without_reviewer" not in trial.params
+        else:
+            assert "memory" not in trial.params
+            assert trial.params["memory_without_reviewer"] in ("few_shot", "none")
+            unreviewed.append(spec["memory"].name)
+        assert space.trial_params(spec).items() <= trial.params.items()
+        assert space.suggest(optuna.trial.FixedTrial(space.trial_params(spec))) == spec
+    assert set(unreviewed) == {"none", "few_shot"}
+    rng = np.random.default_rng(0)
+    unreviewed_only = {"workflow": "single", "reflection": "none"}
+    drawn = [space.sample(rng, components=unreviewed_only)["memory"].name for _ in range(300)]
+    assert 120 <= drawn.count("few_shot") <= 180  # about half, as `suggest` asks: not 1 in 3
+    nothing_learns = SearchSpace(
+        model="fake/model",
+        choices={"workflow": ["single"], "memory": ["experience"], "reflection": ["none"]},
+    )
+    trial = optuna.create_study().ask()
+    assert nothing_learns.suggest(trial)["memory"].name == "none"
+    assert not {"memory", "memory_without_reviewer"} & set(trial.params)
 
 
 def test_a_trial_holds_no_parameter_for_a_slot_its_workflow_never_calls() -> None:
@@ -301,6 +343,7 @@ def test_a_trial_holds_no_parameter_for_a_slot_its_workflow_never_calls() -> Non
     reflection, so it learns nothing from them; as drawn (`canonical=False`), it is asked."""
     choices = {
         "workflow": ["program_of_thought", "react", "single"],
+        "memory": ["none", "few_shot"],  # none needs a reviewer: memory is always asked
         "tool": ["calculator"],
         "reflection": ["self_critique", "none"],
     }

@@ -17,12 +17,12 @@ from agentdesign.components import (
     REGISTRY,
     SLOTS,
     AgentSpec,
-    Component,
     ParamInfo,
     SpecError,
     Workflow,
     check_nesting,
     read_text_file,
+    unused_slots,
 )
 from agentdesign.evaluators import Benchmark
 
@@ -40,6 +40,9 @@ _GRID_POINTS = 5
 
 # The trial user attribute holding a design's rewritten prompts (see `prompt_params`).
 PROMPTS_ATTR = "prompts"
+
+# The parameter memory is asked under where no slot the design uses reviews (see `_asked`).
+_UNREVIEWED_MEMORY = "memory_without_reviewer"
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,10 @@ class SearchSpace:
     draws, exactly what it always did.
 
     Designs come out canonical (`AgentSpec.canonical`): a slot the design cannot use holds
-    "none", even where the slot's choices do not name it. With `canonical=False` they come out
+    "none", even where the slot's choices do not name it, and the sampler is not asked for it.
+    Where a memory choice needs a reviewer, memory is asked last: where no used slot reviews, under
+    a name of its own ("memory_without_reviewer"), among the memories that learn without one and
+    "none" standing for the rest. With `canonical=False` they come out
     as drawn: for a simulator that scores a design by its features as written (the truth
     benchmark), where a part no agent would use still moves the score.
     """
@@ -136,23 +142,22 @@ class SearchSpace:
 
     def suggest(self, trial: optuna.Trial) -> AgentSpec:
         """The spec for `trial`, asking optuna for each choice in turn (define-by-run), with any
-        rewritten prompts the trial carries. Where designs are canonical, a slot the drawn
-        workflow never calls is not asked for: the trial holds only parameters the agent uses, so
-        a sampler learns nothing from a part that did not run, and a trial shows no such part."""
+        rewritten prompts the trial carries. Where designs are canonical, a choice the design
+        cannot use is not asked for (a slot the drawn workflow never calls, a memory no reviewer
+        feeds): the trial holds only parameters the agent uses, so a sampler learns nothing from
+        a part that did not run, and a trial shows no such part."""
+        names: dict[str, str] = {}
         components: dict[str, Any] = {}
-        idle: frozenset[str] = frozenset()  # known once the workflow is drawn (the first slot)
-        for slot in SLOTS:
-            if slot in idle:
-                components[slot] = {"name": "none", "params": {}}
-                continue
-            name = trial.suggest_categorical(slot, list(self.components(slot)))
+        for slot in self._order():
+            key, options = self._asked(slot, names)
+            name = options[0] if key is None else trial.suggest_categorical(key, list(options))
             assert isinstance(name, str)
-            if slot == "workflow":
-                idle = self._idle_under(name)
+            names[slot] = name
             params: dict[str, Any] = {}
-            for info in REGISTRY.get(slot, name).param_info():
-                if info.searchable:
-                    params[info.name] = self._suggest_param(trial, slot, info)
+            if key is not None:
+                for info in REGISTRY.get(slot, name).param_info():
+                    if info.searchable:
+                        params[info.name] = self._suggest_param(trial, slot, info)
             components[slot] = {"name": name, "params": params}
         model = self.model
         if self.searches_models:
@@ -162,6 +167,43 @@ class SearchSpace:
         prompts = trial.user_attrs.get(PROMPTS_ATTR) or {}
         known = prompt_params(spec)
         return self.form(spec.set_params(**{k: v for k, v in prompts.items() if k in known}))
+
+    def _order(self) -> tuple[str, ...]:
+        """The slots in the order they are asked: `SLOTS`, with memory last where a memory
+        choice needs a reviewer (whether it can learn depends on every other slot). A space with
+        no such memory asks, and draws, in slot order, exactly as it always did."""
+        if self._defers_memory():
+            return (*(slot for slot in SLOTS if slot != "memory"), "memory")
+        return SLOTS
+
+    def _defers_memory(self) -> bool:
+        return self.canonical and any(
+            getattr(REGISTRY.get("memory", name), "needs_reviewer", False)
+            for name in self.components("memory")
+        )
+
+    def _asked(self, slot: str, names: Mapping[str, str]) -> tuple[str | None, tuple[str, ...]]:
+        """The parameter `slot` is asked under and its choices, given the components chosen
+        before it in `_order` (`names`); None where there is nothing to ask (the one choice is
+        "none": the workflow never calls the slot, or no memory offered can learn). Where no used
+        slot reviews, memory is asked among the memories that learn without a reviewer, "none"
+        standing for the rest, under a name of its own: optuna keeps one choice list per name."""
+        options = self.components(slot)
+        if "workflow" in names and slot in self._idle_under(names["workflow"]):
+            return None, ("none",)
+        if slot != "memory" or not self._defers_memory():
+            return slot, options
+        kinds = {other: REGISTRY.get(other, name) for other, name in names.items()}
+        usable = tuple(
+            name
+            for name in options
+            if "memory" not in unused_slots({**kinds, "memory": REGISTRY.get("memory", name)})
+        )
+        if usable == options:
+            return slot, options
+        if "none" not in usable:
+            usable = (*usable, "none")
+        return (_UNREVIEWED_MEMORY, usable) if len(usable) > 1 else (None, usable)
 
     def _suggest_param(self, trial: optuna.Trial, slot: str, info: ParamInfo) -> Any:
         key = f"{slot}__{info.name}"
@@ -193,19 +235,19 @@ class SearchSpace:
         return round((high - low) / (_GRID_POINTS - 1), 6) or None
 
     def trial_params(self, spec: AgentSpec) -> dict[str, Any]:
-        """The parameters a trial would hold for `spec`, for `study.enqueue_trial`: none for a
-        slot its workflow never calls (`suggest` does not ask for it). A slot whose "none" the
-        choices do not name (a canonical design's memory that no reviewer feeds) holds the first
-        choice the design cannot use either, so that `suggest` makes the same design."""
+        """The parameters a trial would hold for `spec` (in this space's form), for
+        `study.enqueue_trial`: those `suggest` asks for, so that it makes the same design."""
+        spec = self.form(spec)
+        names = {slot: spec[slot].name for slot in SLOTS}
         params: dict[str, Any] = {}
-        idle = self._idle_under(spec["workflow"].name)
-        for slot in SLOTS:
-            if slot in idle:
-                continue
+        for slot in self._order():
+            key, options = self._asked(slot, names)
             component = spec[slot]
-            if component.name not in self.components(slot):
-                component = self._placeholder(spec, slot)
-            params[slot] = component.name
+            if component.name not in options:
+                raise ValueError(f"{spec.describe()} is not a design of this space ({slot})")
+            if key is None:
+                continue
+            params[key] = component.name
             for info in component.param_info():
                 if info.searchable:
                     params[f"{slot}__{info.name}"] = getattr(component, info.name)
@@ -220,13 +262,18 @@ class SearchSpace:
         *,
         model: str | None = None,
     ) -> AgentSpec:
-        """A random spec, uniform per choice (log-uniform for log ranges), with `components`
-        (and the `model`) fixed where given; strategies draw from it without an optuna trial."""
+        """A random spec, uniform per choice as `suggest` asks (log-uniform for log ranges), with
+        `components` (and the `model`) fixed where given; strategies draw from it without an
+        optuna trial."""
         chosen = dict(components or {})
+        names: dict[str, str] = {}
         slots: dict[str, Any] = {}
-        for slot in SLOTS:
+        for slot in self._order():
             options = self.components(slot)
+            if slot == "memory" and self._defers_memory():
+                options = self._asked(slot, names)[1]  # drawn among those that can learn
             name = chosen.get(slot) or options[int(rng.integers(len(options)))]
+            names[slot] = name
             params = {
                 info.name: self.sample_param(slot, info, rng)
                 for info in REGISTRY.get(slot, name).param_info()
@@ -306,17 +353,6 @@ class SearchSpace:
             return frozenset()
         workflow = REGISTRY.get("workflow", workflow_name)
         return workflow.unused_slots if issubclass(workflow, Workflow) else frozenset()
-
-    def _placeholder(self, spec: AgentSpec, slot: str) -> Component:
-        """The slot's first choice that `spec` cannot use (a memory that needs a reviewer, where
-        none reviews), with its numbers on this space's values: any other choice would change
-        the design."""
-        unusable = self._unusable(spec, slot)
-        if not unusable:
-            raise ValueError(f"{spec.describe()} is not a design of this space ({slot})")
-        cls = REGISTRY.get(slot, unusable[0])
-        numbers = [i for i in cls.param_info() if i.searchable and i.kind in ("int", "float")]
-        return cls(**{i.name: self.snap(slot, i, i.default) for i in numbers})
 
     def offers(self, spec: AgentSpec, slot: str) -> bool:
         """Whether `spec`'s component in `slot` is one of this space's: among the slot's choices,
