@@ -66,9 +66,9 @@ class SearchSpace:
     "none", even where the slot's choices do not name it, and the sampler is not asked for it.
     Where a memory choice needs a reviewer, memory is asked last: where no used slot reviews, under
     a name of its own ("memory_without_reviewer"), among the memories that learn without one and
-    "none" standing for the rest. With `canonical=False` they come out
-    as drawn: for a simulator that scores a design by its features as written (the truth
-    benchmark), where a part no agent would use still moves the score.
+    "none" standing for the rest. With `canonical=False` designs come out as drawn: for a
+    simulator that scores a design by its features as written (the truth benchmark), where a part
+    no agent would use still moves the score.
     """
 
     model: str
