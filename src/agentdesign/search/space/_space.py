@@ -193,12 +193,8 @@ class SearchSpace:
             return None, ("none",)
         if slot != "memory" or not self._defers_memory():
             return slot, options
-        kinds = {other: REGISTRY.get(other, name) for other, name in names.items()}
-        usable = tuple(
-            name
-            for name in options
-            if "memory" not in unused_slots({**kinds, "memory": REGISTRY.get("memory", name)})
-        )
+        unusable = self._unusable(names, slot)
+        usable = tuple(name for name in options if name not in unusable)
         if usable == options:
             return slot, options
         if "none" not in usable:
@@ -362,14 +358,17 @@ class SearchSpace:
     def idle(self, spec: AgentSpec, slot: str) -> bool:
         """Whether `slot` holds the "none" of a canonical design that cannot use the slot: a
         design of this space, though the slot's choices may not name "none"."""
-        return spec[slot].name == "none" and bool(self._unusable(spec, slot))
+        names = {other: spec[other].name for other in SLOTS}
+        return spec[slot].name == "none" and bool(self._unusable(names, slot))
 
-    def _unusable(self, spec: AgentSpec, slot: str) -> tuple[str, ...]:
-        """The slot's choices that `spec` could not use (its canonical form holds "none")."""
+    def _unusable(self, names: Mapping[str, str], slot: str) -> tuple[str, ...]:
+        """The slot's choices that a design of the other slots' components (`names`, by slot)
+        could not use (its canonical form holds "none")."""
+        kinds = {other: REGISTRY.get(other, name) for other, name in names.items()}
         return tuple(
             name
             for name in self.components(slot)
-            if slot in spec.set_params(**{slot: name}).unused_slots()
+            if slot in unused_slots({**kinds, slot: REGISTRY.get(slot, name)})
         )
 
     def size_hint(self) -> int:
