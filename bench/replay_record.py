@@ -1,8 +1,10 @@
-"""Records a replay table: designs chosen to cover the space, on GSM8K test items, item layer by
-item layer, through the product (`agentdesign.benchmarking._recording`).
+"""Records a replay table: designs chosen to cover the space, on a benchmark's items (GSM8K test
+items unless named), item layer by item layer, through the product
+(`agentdesign.benchmarking._recording`).
 
     .venv/bin/python bench/replay_record.py [--model embedded/qwen2.5-coder-0.5b] [--designs 40]
         [--items 100] [--layer 25] [--archive bench/results/table.sqlite] [--estimate]
+        [--benchmark gsm8k] [--exclude-benchmark B]
     .venv/bin/python bench/replay_export.py bench/results/table.sqlite --cells   # the table file
 
 Every design is scored on items 1-25, then every design on 26-50, and so on, one evaluation per
@@ -17,10 +19,15 @@ designs of the first table), each into the same archive.
 The designs (`table_designs`): the anchors, a pairwise covering design of the components, every
 parameter at each of its grid points under cheap limits (token caps 128-384, at most 3 samples
 or agents, one refinement round), then random grid designs. The items: a seeded sample of the
-GSM8K test set without the items a run with --exclude-seed/--exclude-search/--exclude-holdout
-looks at (by default the evidence runs', seed 29 with 30 search and 150 holdout items, which hold
-the 0.5B run's 100, and the dev items refinement would read). Responses are not cached: each
-cell's seconds are its own.
+benchmark without the items a run on --exclude-benchmark (by default the same benchmark) with
+--exclude-seed/--exclude-search/--exclude-holdout looks at (by default the evidence runs', seed 29
+with 30 search and 150 holdout items, which hold the 0.5B run's 100, and the dev items refinement
+would read). On a benchmark that names components it cannot use (BFCL: program of thought, and the
+memories that show worked examples, since it has none), the designs leave them out. Responses are
+not cached: each cell's seconds are its own.
+
+The second table: `--benchmark bfcl-multiple --exclude-benchmark bfcl --archive
+bench/results/table_bfcl.sqlite` (the BFCL evidence runs drew their items from all of BFCL).
 
 bench/results/replay.sqlite (the first table, 60 designs x 10 items) was recorded by this
 script's first version, on the first 10 search items of the seed-0 split.
@@ -39,6 +46,7 @@ from agentdesign.benchmarking import (
     LayerDone,
     estimate,
     record_layers,
+    resume_designs,
     run_items,
     table_designs,
     table_items,
@@ -50,6 +58,7 @@ from agentdesign.components import (
     default_chat_model,
 )
 from agentdesign.evaluators import examples_from_tasks, get_benchmark
+from agentdesign.search.space import unsuited_components
 
 
 def _duration(seconds: float) -> str:
@@ -60,6 +69,10 @@ def _duration(seconds: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded/qwen2.5-coder-0.5b")
+    parser.add_argument("--benchmark", default="gsm8k")
+    parser.add_argument(
+        "--exclude-benchmark", help="the benchmark the excluded run drew from (default: the same)"
+    )
     parser.add_argument("--designs", type=int, default=40)
     parser.add_argument("--items", type=int, default=100)
     parser.add_argument("--layer", type=int, default=25, help="items per layer")
@@ -75,11 +88,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.designs < 1 or args.items < 1 or args.layer < 1:
         sys.exit("error: --designs, --items and --layer must be at least 1")
-    benchmark = get_benchmark("gsm8k")
     try:
+        benchmark = get_benchmark(args.benchmark)
         check_model(args.model)
         excluded = run_items(
-            benchmark,
+            get_benchmark(args.exclude_benchmark or args.benchmark),
             seed=args.exclude_seed,
             n_search=args.exclude_search,
             n_holdout=args.exclude_holdout,
@@ -87,9 +100,12 @@ def main() -> None:
         items = table_items(benchmark, n_items=args.items, seed=args.item_seed, exclude=excluded)
     except AgentDesignError as exc:
         sys.exit(f"error: {exc}")
-    designs = table_designs(args.model, args.designs, seed=args.seed)
+    designs = table_designs(
+        args.model, args.designs, seed=args.seed, unsuited=unsuited_components(benchmark)
+    )
     layers = -(-len(items) // args.layer)
     with Archive(str(args.archive)) as archive:
+        designs = resume_designs(archive, designs, benchmark=benchmark.name)
         left = estimate(archive, designs, items, layer=args.layer, benchmark=benchmark.name)
         pace = (
             f"measured on {left.measured_designs} of the designs"

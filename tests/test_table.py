@@ -30,6 +30,7 @@ from agentdesign.benchmarking import (
     load_tables,
     raced,
     record_layers,
+    resume_designs,
     run_items,
     save_cells,
     table_designs,
@@ -40,6 +41,7 @@ from agentdesign.components import SLOTS, AgentDesignError, AgentSpec
 from agentdesign.components.testing import FakeChatModel
 from agentdesign.evaluators import get_benchmark, make_split
 from agentdesign.search import Racing, SearchSpace, make_strategy
+from agentdesign.search.space import unsuited_components
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = get_benchmark("gsm8k")
@@ -133,6 +135,39 @@ def test_a_stopped_recording_is_a_rectangle_on_an_item_prefix_and_resumes(tmp_pa
         # extended by a layer: only the new layer runs
         more = _record(archive, designs, 8)
         assert [d.new_items for d in more] == [0] * 9 + [2, 2, 2]
+
+
+def test_a_resumed_recording_finishes_the_designs_it_began_even_if_the_draws_changed(
+    tmp_path: Path,
+) -> None:
+    designs = table_designs("fake/model", 4)
+    with Archive(str(tmp_path / "t.sqlite")) as archive:
+        assert resume_designs(archive, designs, benchmark="gsm8k") == designs  # nothing begun
+        _record(archive, [designs[2], designs[0]], 2)
+        changed = [designs[1], designs[3], designs[0], table_designs("fake/model", 5)[4]]
+        # what the archive began comes first, in the order recorded; then the rest, as many
+        assert resume_designs(archive, changed, benchmark="gsm8k") == [
+            designs[2],
+            designs[0],
+            designs[1],
+            designs[3],
+        ]
+        # another benchmark's or model's recording is not this one's
+        assert resume_designs(archive, changed, benchmark="bfcl-multiple") == changed
+        other = [d.set_params(model="fake/other") for d in changed]
+        assert resume_designs(archive, other, benchmark="gsm8k") == other
+
+
+def test_the_designs_leave_out_the_components_a_benchmark_cannot_use() -> None:
+    unsuited = unsuited_components(get_benchmark("bfcl-multiple"))
+    designs = table_designs("fake/a", 30, unsuited=unsuited)
+    assert len({d.spec_hash for d in designs}) == 30
+    names = {d[slot].name for d in designs for slot in SLOTS}
+    assert not names & unsuited and {"experience", "react", "debate"} <= names
+    # the anchors without such components stay first
+    anchors = [AgentSpec.create(model="fake/a", **a).canonical() for a in ANCHORS]
+    kept = [a for a in anchors if not {a[slot].name for slot in SLOTS} & unsuited]
+    assert 0 < len(kept) < len(anchors) and designs[: len(kept)] == kept
 
 
 def _table(tmp_path: Path, model: str) -> ReplayTable:

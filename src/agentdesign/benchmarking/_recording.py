@@ -38,6 +38,7 @@ __all__ = [
     "estimate",
     "grid_values",
     "record_layers",
+    "resume_designs",
     "run_items",
     "table_designs",
     "table_items",
@@ -168,7 +169,9 @@ def _gridded(space: SearchSpace, slot: str, name: str) -> list[tuple[ParamInfo, 
     return [(i, v) for i in params if (v := grid_values(space, slot, i))]
 
 
-def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
+def table_designs(
+    model: str, n: int, *, seed: int = 0, unsuited: frozenset[str] = frozenset()
+) -> list[AgentSpec]:
     """`n` designs of the cheap grid space for `model`: the anchors, a pairwise covering design
     of the components (every component beside every other of another slot that a design can
     hold), then designs that put the parameters at their grid points not yet used, then random
@@ -176,9 +179,17 @@ def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
     never uses repeats it).
 
     The covering rows take each parameter's least used grid value, so a component that appears
-    in as many rows as its parameter has values shows every one of them.
+    in as many rows as its parameter has values shows every one of them. Components named in
+    `unsuited` (a benchmark's `unsuited_components`) are left out of the space, and so are the
+    anchors that hold one: on such a benchmark they only repeat a design without them.
     """
-    space = SearchSpace(model=model, limits=CHEAP_LIMITS, grid=True)
+    choices = {
+        slot: tuple(n for n in REGISTRY.names(slot, opt_in=False) if n not in unsuited)
+        for slot in SLOTS
+    }
+    space = SearchSpace(
+        model=model, choices=choices if unsuited else {}, limits=CHEAP_LIMITS, grid=True
+    )
     rng = np.random.default_rng(seed)
     chosen: dict[str, AgentSpec] = {}
     used: Counter[tuple[str, str, str, Any]] = Counter()
@@ -205,7 +216,9 @@ def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
         return spec.set_params(**values)
 
     for anchor in ANCHORS:
-        add(AgentSpec.create(model=model, **anchor))
+        spec = AgentSpec.create(model=model, **anchor)
+        if not {spec[slot].name for slot in SLOTS} & unsuited:
+            add(spec)
     for row in pairwise_design(space, rng, given=list(chosen.values())):
         add(balanced({slot: row[slot].name for slot in SLOTS}))
     while len(chosen) < n and (missing := _unused(space, used)):
@@ -219,6 +232,26 @@ def table_designs(model: str, n: int, *, seed: int = 0) -> list[AgentSpec]:
     while len(chosen) < n:
         add(space.sample(rng))
     return list(chosen.values())[:n]
+
+
+def resume_designs(
+    archive: Archive, designs: Sequence[AgentSpec], *, benchmark: str
+) -> list[AgentSpec]:
+    """The designs of `designs`' model that the recording in `archive` has begun, in the order it
+    recorded them, then those of `designs` it has not, as many as `designs` in all: a resumed
+    recording finishes what it began even where the search space's draws have changed since."""
+    models = {spec.model for spec in designs}
+    rows = [
+        row
+        for model in models
+        for row in archive.leaderboard(benchmark=benchmark, model=model, limit=1_000_000)
+    ]
+    begun = {
+        row.agent_hash: AgentSpec.from_dict(row.spec)
+        for row in sorted(rows, key=lambda row: row.evaluation_id)
+    }
+    fresh = [spec for spec in designs if spec.spec_hash not in begun]
+    return [*begun.values(), *fresh][: len(designs)]
 
 
 def _unused(
