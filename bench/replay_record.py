@@ -106,6 +106,7 @@ def main() -> None:
     layers = -(-len(items) // args.layer)
     with Archive(str(args.archive)) as archive:
         designs = resume_designs(archive, designs, benchmark=benchmark.name)
+        pool = {t.id for t in benchmark.tasks()}
         left = estimate(archive, designs, items, layer=args.layer, benchmark=benchmark.name)
         pace = (
             f"measured on {left.measured_designs} of the designs"
@@ -114,7 +115,7 @@ def main() -> None:
         )
         print(
             f"{len(designs)} designs x {len(items)} items ({layers} layers of {args.layer}) of "
-            f"{args.model}, {len(excluded)} items of the excluded run left out; "
+            f"{args.model}, {len(excluded & pool)} items of the excluded run left out; "
             f"{left.cells_done} cells done, {left.cells_left} left at "
             f"{left.seconds_per_cell:.1f} s per cell ({pace}): about {_duration(left.seconds)}",
             flush=True,
