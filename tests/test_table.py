@@ -397,3 +397,27 @@ def test_the_racing_bench_sweeps_settings_on_the_same_seeds(tmp_path: Path) -> N
     assert "30 designs x 20 items (1:20)" in done.stdout and "| 4, 8, 16 |" in done.stdout
     bad = _script("bench/racing_table.py", str(path), "--alphas", "2")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error: racing alpha")
+
+
+def test_the_value_ceiling_bench_ranks_a_structured_table_and_pairs_the_learners(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "synthetic.json"
+    # the synthetic table's scores follow its components: on 60 items, leaving one design out,
+    # the value model ranks the designs far better than chance
+    save_cells([_cells_table(n_designs=30, n_tasks=60)], path, provenance={})
+    args = ["bench/value_ceiling.py", str(path), "--draws", "2", "--boot", "50"]
+    done = _script(*args, "--label-items", "10", timeout=600)
+    assert done.returncode == 0, done.stderr
+    cells = {
+        (row[1], row[2]): row[3]
+        for line in done.stdout.splitlines()
+        if (row := [c.strip() for c in line.split("|")])[0] == "" and len(row) > 3
+    }
+    assert "SYNTHETIC" in done.stdout and "predicted from the other 29" in done.stdout
+    assert cells["all", "measured"].startswith("1.000")
+    assert float(cells["all", "value model"].split()[0]) > 0.5
+    for name in ("value model, first-order", "pairwise ranks", "Gaussian process"):
+        assert ("10", f"{name} - value model") in cells and ("all", name) in cells
+    bad = _script("bench/value_ceiling.py", str(path), "--draws", "0")
+    assert bad.returncode != 0 and bad.stderr.strip().startswith("error:")
