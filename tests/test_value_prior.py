@@ -150,7 +150,7 @@ def test_a_value_guided_strategy_keeps_its_runs_rows_apart_from_the_prior() -> N
     there = {name: -value for name, value in here.items()}
     trials = tuple(
         Trial(spec=s, state="complete", score=scored(s, here))
-        for s in (space.sample(rng) for _ in range(30))
+        for s in (space.sample(rng) for _ in range(40))
     )
     prior = tuple(
         Labelled(spec=s, description=ELSEWHERE, score=scored(s, there))
@@ -164,4 +164,4 @@ def test_a_value_guided_strategy_keeps_its_runs_rows_apart_from_the_prior() -> N
     truth = np.array([scored(s, here) for s in fresh])
     pooled, _ = ValueModel(seed=0).fit(history.labelled()).predict(fresh, description=HERE)
     assert rank_correlation(pooled, truth) < 0  # the model it fitted before, outvoted
-    assert rank_correlation(mean, truth) > 0.2  # 0.29-0.69 over rng seeds 8-15
+    assert rank_correlation(mean, truth) > 0.4  # 0.60-0.82 over rng seeds 8-15
