@@ -39,10 +39,14 @@ def _digest(path: Path) -> str:
 
 
 def _license(benchmark: str) -> Path:
-    found = Path(str(files("agentdesign.evaluators") / "data" / benchmark / "LICENSE"))
-    if not found.is_file():
-        raise AgentDesignError(f"no license file for {benchmark}'s data: pass --license FILE")
-    return found
+    """The packaged license of the benchmark's data: its own folder's, else its family's (the
+    BFCL categories, bfcl-multiple and the rest, share bfcl's data)."""
+    data = files("agentdesign.evaluators") / "data"
+    for name in dict.fromkeys((benchmark, benchmark.split("-")[0])):
+        found = Path(str(data / name / "LICENSE"))
+        if found.is_file():
+            return found
+    raise AgentDesignError(f"no license file for {benchmark}'s data: pass --license FILE")
 
 
 def export_cells(archive_path: str, *, benchmark: str, out: Path, license_file: Path) -> None:

@@ -249,6 +249,8 @@ def test_the_exporter_refuses_what_it_cannot_export_in_one_line(tmp_path: Path) 
     assert "Traceback" not in missing.stderr
     bad = _script("bench/replay_record.py", "--items", "0", "--estimate")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error:")
+    unknown = _script("bench/replay_record.py", "--benchmark", "nope", "--estimate")
+    assert unknown.returncode != 0 and unknown.stderr.strip().startswith("error: unknown bench")
 
 
 @pytest.mark.embedded
