@@ -644,26 +644,38 @@ def item_range(text: str, n_items: int) -> list[int]:
     return list(range(low - 1, high))
 
 
-def add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments the table benches share: the table, its items, and the runs' size."""
+def add_table_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every table bench takes: the table file, its model and its items."""
     parser.add_argument("table", type=Path)
     parser.add_argument("--model", help="the table's model, where the file holds several")
     parser.add_argument("--items", metavar="FIRST:LAST", help="only these of the table's items")
+
+
+def add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments the search benches share: the table, its items, and the runs' size."""
+    add_table_file_arguments(parser)
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--search-items", type=int, help="default: 30, or the table's items")
     parser.add_argument("--evaluations", type=int, default=20)
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap draws")
 
 
-def read_table(args: argparse.Namespace) -> tuple[ReplayTable, Settings]:
-    """The table on its --items, and the runs' settings (no value model draws, racing's defaults:
-    a script replaces them); bad input ends the script with one error line."""
+def load_table(args: argparse.Namespace) -> ReplayTable:
+    """The table file's table (of --model) on its --items; bad input ends the script with one
+    error line."""
     try:
         table = ReplayTable.load(args.table, model=args.model)
         if args.items:
             table = table.subset(item_range(args.items, len(table.task_ids)))
     except AgentDesignError as exc:
         sys.exit(f"error: {exc}")
+    return table
+
+
+def read_table(args: argparse.Namespace) -> tuple[ReplayTable, Settings]:
+    """The table on its --items, and the runs' settings (no value model draws, racing's defaults:
+    a script replaces them); bad input ends the script with one error line."""
+    table = load_table(args)
     n_items = len(table.task_ids)
     search_items = args.search_items or min(30, n_items)
     if not 2 <= search_items <= n_items or min(args.seeds, args.evaluations, args.boot) < 1:

@@ -26,14 +26,13 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 from _common import markdown_table
-from strategies_table import item_range
+from strategies_table import add_table_file_arguments, heading, load_table
 
 from agentdesign.benchmarking import ReplayTable
-from agentdesign.components import AgentDesignError, AgentSpec
+from agentdesign.components import AgentSpec
 from agentdesign.search.valuemodel import Labelled, ValueModel, design_features
 
 # A learner: (specs, features, labels of the labelled designs, index of the one to predict) -> score
@@ -166,19 +165,12 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("table", type=Path)
-    parser.add_argument("--model", help="the table's model, where the file holds several")
-    parser.add_argument("--items", metavar="FIRST:LAST", help="only these of the table's items")
+    add_table_file_arguments(parser)
     parser.add_argument("--label-items", type=int, nargs="+", default=[10, 30])
     parser.add_argument("--draws", type=int, default=20, help="item draws per label size")
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap redraws of designs")
     args = parser.parse_args()
-    try:
-        table = ReplayTable.load(args.table, model=args.model)
-        if args.items:
-            table = table.subset(item_range(args.items, len(table.task_ids)))
-    except AgentDesignError as exc:
-        sys.exit(f"error: {exc}")
+    table = load_table(args)
     n_items = len(table.task_ids)
     if min(args.draws, args.boot) < 1 or not all(k >= 1 for k in args.label_items):
         sys.exit("error: need --draws, --boot and every --label-items at least 1")
@@ -187,11 +179,9 @@ def main() -> None:
     label_items = sorted({min(k, n_items) for k in args.label_items} | {n_items})
     started = time.perf_counter()
     print(
-        f"{args.table.name}: {table.model}, {len(table.designs)} designs x {n_items} items "
-        f"({args.items or 'all'}) of {table.benchmark}"
-        f"{' (SYNTHETIC: made-up scores)' if table.synthetic else ''}; each design predicted "
-        f"from the other {len(table.designs) - 1}; {args.draws} item draws per label size; "
-        f"intervals: {args.boot} bootstrap redraws of the designs\n"
+        f"{heading(args, table)}; each design predicted from the other "
+        f"{len(table.designs) - 1}; {args.draws} item draws per label size; intervals: "
+        f"{args.boot} bootstrap redraws of the designs\n"
     )
     print(markdown_table(measure(table, label_items, args.draws, args.boot)))
     print(f"\n{time.perf_counter() - started:.0f} s")
