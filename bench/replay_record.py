@@ -9,8 +9,9 @@ items unless named), item layer by item layer, through the product
 
 Every design is scored on items 1-25, then every design on 26-50, and so on, one evaluation per
 design and layer in the archive: stopped anywhere, the archive holds a rectangular table on an
-item prefix; rerun the same command to resume (finished items are never run again), or with more
---items to extend it. One line per finished design-layer (mean, tokens, recorded seconds); first,
+item prefix; rerun the same command to resume (finished items are never run again, and the
+designs the archive began come first, as recorded: `resume_designs`), or with more --items to
+extend it. One line per finished design-layer (mean, tokens, recorded seconds); first,
 a budget estimate at the seconds per cell the archive already holds for these designs (else a
 stated guess). One model per process: record the 0.5B model's --designs 40, then the 1.5B
 model's --designs 10 (the anchors: chain of thought, self-consistency and the cheap strong
@@ -26,8 +27,9 @@ would read). On a benchmark that names components it cannot use (BFCL: program o
 memories that show worked examples, since it has none), the designs leave them out. Responses are
 not cached: each cell's seconds are its own.
 
-The second table: `--benchmark bfcl-multiple --exclude-benchmark bfcl --archive
-bench/results/table_bfcl.sqlite` (the BFCL evidence runs drew their items from all of BFCL).
+The second table: `--benchmark bfcl-multiple --exclude-benchmark bfcl --layer 10 --archive
+bench/results/table_bfcl.sqlite` (the BFCL evidence runs drew their items from all of BFCL),
+exported with `replay_export.py bench/results/table_bfcl.sqlite --cells --benchmark bfcl-multiple`.
 
 bench/results/replay.sqlite (the first table, 60 designs x 10 items) was recorded by this
 script's first version, on the first 10 search items of the seed-0 split.
