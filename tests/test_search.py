@@ -136,7 +136,7 @@ def test_a_task_past_the_runs_task_timeout_scores_zero_as_a_timeout(archive: Arc
             release.wait(10)  # the abandoned call returns once the test is done
         return design_sensitive(model, messages, t, s)
 
-    run_config = config("t1", budget=Budget(max_agents=1), task_timeout_s=0.5, confirm_top=0)
+    run_config = config("t1", budget=Budget(max_agents=1), task_timeout_s=2.0, confirm_top=0)
     try:
         run_search(archive, run_config, llm=FakeChatModel(slow_on_one))
     finally:
