@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from agentdesign.evaluators import BFCL, Task, available_benchmarks, get_benchmark
+from agentdesign.components import AgentSpec, build_agent
+from agentdesign.components.testing import FakeChatModel
+from agentdesign.evaluators import BFCL, Task, available_benchmarks, get_benchmark, run_task
 from agentdesign.evaluators import BFCL as ExportedBFCL
 from agentdesign.evaluators._bfcl import check_call, parse_calls
 
@@ -272,3 +274,31 @@ def test_parse_calls_finds_the_answer_and_ignores_prose() -> None:
     assert parse_calls("f(s='a ) ] \\' b')") == ([{"f": {"s": "a ) ] ' b"}}], "f(s='a ) ] \\' b')")
     # An unparsable answer after the marker is no call, whatever the reasoning mentioned.
     assert parse_calls("Maybe f(x=1).\nAnswer: none fits") is None
+
+
+# --- votes ---------------------------------------------------------------------------------------
+
+
+def test_self_consistency_votes_on_the_calls_not_on_their_last_number(
+    bfcl: BFCL, triangle: Task
+) -> None:
+    """Two samples make the right call; the first, prose with the same last number, makes none.
+    Voting on the last number made all three one answer and returned the first: a 0."""
+    samples = {
+        0: "The area of a triangle with base 10 and height 5 is base * height / 2",
+        1: "[calculate_triangle_area(base=10, height=5)]",
+        2: "Answer: [calculate_triangle_area(height=5, base=10)]",
+    }
+    llm = FakeChatModel(lambda model, messages, temperature, seed: samples[seed or 0])
+    spec = AgentSpec.create(
+        model="fake/model", workflow={"name": "self_consistency", "params": {"n_samples": 3}}
+    )
+    outcome = run_task(build_agent(spec, llm=llm), bfcl, triangle)
+    assert (outcome.score, outcome.output) == (1.0, samples[1])
+    # the same keys: the calls as the checker decodes them, whatever their order; "no call"
+    keys = {bfcl.answer_key(triangle, text) for text in samples.values()}
+    assert keys == {"no call", '[{"calculate_triangle_area": {"base": 10, "height": 5}}]'}
+    # a benchmark without a reading of its own votes as before: on the final number
+    gsm8k = get_benchmark("gsm8k")
+    assert gsm8k.answer_key(triangle, samples[0]) == "2"
+    assert gsm8k.answer_key(triangle, "no answer here") == "no answer here"

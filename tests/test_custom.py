@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -107,6 +108,19 @@ def test_scorers(tmp_path: Path, scorer: str, answer: Any, reply: str, value: fl
     benchmark, task = one_task(tmp_path, scorer, {"question": "Capital?", "answer": answer})
     result = benchmark.score(task, reply)
     assert result.value == value and result.error_kind is None
+
+
+def test_votes_count_text_answers_as_their_scorer_compares_them(tmp_path: Path) -> None:
+    """A vote among attempts counts text answers as text: "Room 12" and "Floor 12" are two
+    answers, not one number; a numeric scorer's answers are counted by their number."""
+    for folder in ("text", "number"):
+        (tmp_path / folder).mkdir()
+    text, task = one_task(tmp_path / "text", "exact", {"question": "Q", "answer": "Paris"})
+    key = functools.partial(text.answer_key, task)
+    assert key("So it is Paris.\nAnswer: Paris.") == key("answer: **paris**") == "paris"
+    assert key("Answer: Room 12") != key("Answer: Floor 12")
+    numeric, task = one_task(tmp_path / "number", "numeric", {"question": "Q", "answer": "12"})
+    assert numeric.answer_key(task, "Answer: 12.0") == numeric.answer_key(task, "so 12") == "12"
 
 
 def test_numeric_without_a_number_is_a_parse_error(tmp_path: Path) -> None:

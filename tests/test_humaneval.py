@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -109,6 +110,17 @@ def test_all_canonical_solutions_pass(humaneval: HumanEval) -> None:
         assert score.details["mode"] == ("body" if index % 2 == 0 else "function")
     assert failures == {}
     assert sum(seconds for *_, seconds in results) < 60
+
+
+def test_votes_count_programs_not_their_last_number(humaneval: HumanEval, task0: Task) -> None:
+    fenced = "Here:\n```python\ndef has_close_elements(numbers, threshold):\n    return 1\n```"
+    spaced = "```python\ndef has_close_elements(numbers,  threshold):\n\n    return 1\n```"
+    other = (
+        "```python\ndef has_close_elements(numbers, threshold):\n    return len(numbers) > 1\n```"
+    )
+    key = functools.partial(humaneval.answer_key, task0)
+    assert key(fenced) == key(spaced) != key(other)  # both end in 1; only spaces tell two apart
+    assert key("I cannot help with that.") == ""  # no program: no vote
 
 
 def test_a_wrong_solution_fails(humaneval: HumanEval, task0: Task) -> None:

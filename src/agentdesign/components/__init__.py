@@ -22,7 +22,7 @@ What is exported, and nothing else (the rest is internal and may change):
   return (`Solver`, `Attempt`, `Observation`, `Example`, `Lesson`, `Recall`, `MemoryStore`;
   `Environment`, `EnvState`, `Episode`, `EnvironmentFailed` for interactive tasks), `register`,
   `param`, `ParamInfo`, the registry (`REGISTRY`, `SLOTS`, `Registry`, `NamedRegistry`), helpers
-  (`extract_answer`, `safe_eval`) and the conformance check (`check_component`,
+  (`extract_answer`, `output_key`, `safe_eval`) and the conformance check (`check_component`,
   `ConformanceError`);
 - the sandbox for model-written code: `run_python`, `SandboxLimits`, `SandboxResult`,
   `current_isolation`, `Isolation`, `UNSAFE_ENV`;
@@ -70,7 +70,7 @@ from agentdesign.components._input import (
     read_regular_file,
     read_text_file,
 )
-from agentdesign.components._parsing import extract_answer
+from agentdesign.components._parsing import extract_answer, output_key
 from agentdesign.components._plugins import NamedRegistry
 from agentdesign.components._registry import (
     REGISTRY,
@@ -205,6 +205,7 @@ __all__ = [
     "extract_answer",
     "import_litellm",
     "model_size",
+    "output_key",
     "param",
     "parse_spec",
     "pending_model_call",

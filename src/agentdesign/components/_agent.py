@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from agentdesign.components._environment import Environment, EnvironmentFailed, EnvState, Episode
-from agentdesign.components._parsing import extract_answer
+from agentdesign.components._parsing import extract_answer, output_key
 from agentdesign.components._registry import Component
 from agentdesign.components._slots import (
     Attempt,
@@ -98,12 +98,14 @@ class TaskSolver:
         recall: Recall,
         *,
         environment: Environment | None = None,
+        answer_key: Callable[[str], str] = output_key,
     ) -> None:
         self.spec = spec
         self.llm = llm
         self.trace = trace
         self.recall = recall
         self.environment = environment
+        self.answer_key = answer_key
         self.env_state: EnvState | None = None  # None until the episode starts
         self.env_steps = 0
         self.planning = _slot(spec, "planning", Planning)
@@ -334,13 +336,23 @@ class Agent:
         self.store = MemoryStore(self.examples)
         self.budget = budget or TaskBudget()
 
-    def run(self, question: str, *, environment: Environment | None = None) -> AgentResult:
-        """Runs one task; an interactive task's `environment` is played as an episode."""
+    def run(
+        self,
+        question: str,
+        *,
+        environment: Environment | None = None,
+        answer_key: Callable[[str], str] = output_key,
+    ) -> AgentResult:
+        """Runs one task; an interactive task's `environment` is played as an episode, and a vote
+        among attempts counts outputs alike under `answer_key` (the benchmark's, where it has
+        one)."""
         if environment is not None and not self.workflow.plays_episodes:
             raise ValueError(f"workflow '{self.workflow.name}' cannot play an environment")
         trace = Trace(budget=self.budget)
         recall = self.memory.recall(question, self.store)
-        solver = TaskSolver(self.spec, self.llm, trace, recall, environment=environment)
+        solver = TaskSolver(
+            self.spec, self.llm, trace, recall, environment=environment, answer_key=answer_key
+        )
         attempt, error_kind, error = Attempt("", ""), None, None
         try:
             attempt = self.workflow.run(solver, question)
@@ -359,6 +371,14 @@ class Agent:
             return AgentResult("", "", tuple(trace.records), error_kind, error, episode)
         return AgentResult(attempt.answer, attempt.output, tuple(trace.records), episode=episode)
 
-    async def arun(self, question: str, *, environment: Environment | None = None) -> AgentResult:
+    async def arun(
+        self,
+        question: str,
+        *,
+        environment: Environment | None = None,
+        answer_key: Callable[[str], str] = output_key,
+    ) -> AgentResult:
         """`run` in a worker thread, for callers that run many tasks from an event loop."""
-        return await asyncio.to_thread(self.run, question, environment=environment)
+        return await asyncio.to_thread(
+            self.run, question, environment=environment, answer_key=answer_key
+        )

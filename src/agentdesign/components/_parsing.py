@@ -11,6 +11,7 @@ import re
 __all__ = [
     "answer_key",
     "extract_answer",
+    "output_key",
 ]
 
 
@@ -51,3 +52,10 @@ def answer_key(answer: str) -> str:
         value = float(numbers[-1].replace(",", ""))
         return str(int(value)) if value.is_integer() else repr(value)
     return " ".join(answer.lower().split())
+
+
+def output_key(output: str) -> str:
+    """The key under which two outputs give the same answer, where the task names none: the
+    `answer_key` of the `extract_answer`; empty for an output without an answer (it gets no vote).
+    A benchmark whose answers are not numbers gives its own (`Benchmark.answer_key`)."""
+    return answer_key(extract_answer(output))

@@ -67,6 +67,9 @@ class Solver(Protocol):
     trace: Trace
     environment: Environment | None
     complaints: list[str]
+    # The key under which two outputs give the same answer, what a vote counts: the benchmark's
+    # own reading of an answer where it has one (a function call, not its last number).
+    answer_key: Callable[[str], str]
 
     def call(
         self,

@@ -30,6 +30,7 @@ from agentdesign.components import (
     check_nesting,
     check_unicode,
     decode_text,
+    output_key,
     read_regular_file,
 )
 
@@ -153,6 +154,13 @@ class Benchmark(abc.ABC):
     @abc.abstractmethod
     def score(self, task: Task, prediction: str) -> Score:
         """Scores an agent's final output for `task`."""
+
+    def answer_key(self, task: Task, output: str) -> str:
+        """The key under which two outputs for `task` give the same answer, which a vote among an
+        agent's attempts counts (self-consistency's majority): by default the normalized final
+        answer, its last number where it has one; empty for no answer, which gets no vote. A
+        benchmark whose answers are not numbers reads them as its scorer does."""
+        return output_key(output)
 
     @property
     def reference(self) -> str:

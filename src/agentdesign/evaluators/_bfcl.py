@@ -431,6 +431,14 @@ class BFCL(Benchmark):  # type: ignore[misc, unused-ignore]  # see BenchmarkErro
     def tasks(self) -> Sequence[Task]:
         return tuple(task for category in self.categories for task in _category_tasks(category))
 
+    def answer_key(self, task: Task, output: str) -> str:
+        """The call(s) the output makes, as the checker decodes them ("no call" for none, itself
+        an answer: the right one on an irrelevance task), so a vote counts calls, not numbers."""
+        parsed = parse_calls(output)
+        if parsed is None or not parsed[0]:
+            return "no call"
+        return json.dumps(parsed[0], sort_keys=True, default=repr)
+
     def score(self, task: Task, prediction: str) -> Score:
         category = task.metadata["category"]
         parsed = parse_calls(prediction)

@@ -49,6 +49,7 @@ from agentdesign.components import (
     MAX_SETTINGS_BYTES,
     check_unicode,
     extract_answer,
+    output_key,
 )
 from agentdesign.evaluators._benchmark import (
     FILE_PREFIX,
@@ -93,6 +94,9 @@ class _Scorer:
 
     rule: str
     score: Callable[[Task, str], Score]
+    # what a vote among attempts counts (`Benchmark.answer_key`): the final number for numeric
+    # answers, the final answer as text comparisons see it for the rest
+    key: Callable[[str], str] = output_key
 
 
 def _normalize(text: str) -> str:
@@ -158,12 +162,22 @@ def _choice_letter(answer: str, choices: Sequence[str]) -> str | None:
     return _LETTERS[picked[0]] if picked else None
 
 
+def _text_key(output: str) -> str:
+    return _normalize(extract_answer(output))
+
+
 _BUILTIN_SCORERS = {
-    "exact": _Scorer("the final answer equals the gold answer (ignoring case and spaces)", _exact),
+    "exact": _Scorer(
+        "the final answer equals the gold answer (ignoring case and spaces)", _exact, _text_key
+    ),
     "numeric": _Scorer("the final number equals the gold number", _numeric),
-    "contains": _Scorer("the final answer contains the gold answer (ignoring case)", _contains),
-    "regex": _Scorer("the final answer matches the gold regular expression", _regex),
-    "multiple_choice": _Scorer("the chosen option's letter is the gold one", _multiple_choice),
+    "contains": _Scorer(
+        "the final answer contains the gold answer (ignoring case)", _contains, _text_key
+    ),
+    "regex": _Scorer("the final answer matches the gold regular expression", _regex, _text_key),
+    "multiple_choice": _Scorer(
+        "the chosen option's letter is the gold one", _multiple_choice, _text_key
+    ),
 }
 
 
@@ -201,7 +215,7 @@ def _function_scorer(path: str, *, where: str, folder: Path) -> _Scorer:
             raise BenchmarkError(f"scorer {path} returned {value!r}, not a number in [0, 1]")
         return Score(float(value), {"scorer": path})
 
-    return _Scorer(f"{path} scores the reply against the gold answer", score)
+    return _Scorer(f"{path} scores the reply against the gold answer", score, _text_key)
 
 
 def _import(module_name: str, folder: Path) -> Any:
@@ -239,6 +253,9 @@ class FileBenchmark(Benchmark):  # type: ignore[misc, unused-ignore]  # see Benc
 
     def train_examples(self) -> Sequence[Task]:
         return self._train
+
+    def answer_key(self, task: Task, output: str) -> str:
+        return self._scorer.key(output)
 
     def score(self, task: Task, prediction: str) -> Score:
         if not prediction.strip():

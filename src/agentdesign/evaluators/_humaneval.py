@@ -220,6 +220,10 @@ class HumanEval(Benchmark):  # type: ignore[misc, unused-ignore]  # see Benchmar
     def tasks(self) -> Sequence[Task]:
         return _packaged_tasks()
 
+    def answer_key(self, task: Task, output: str) -> str:
+        """The program the output holds, spaces aside, so a vote counts programs, not numbers."""
+        return " ".join(extract_code(output, task.metadata["entry_point"]).split())
+
     def score(self, task: Task, prediction: str) -> Score:
         if not prediction.strip():
             return Score(0.0, {"error": "empty"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -185,7 +186,8 @@ def _run_task(
 def _run_and_score(agent: Agent, benchmark: Benchmark, task: Task) -> TaskOutcome:
     started = time.perf_counter()
     with benchmark.environment(task) as environment:
-        result = agent.run(task.question, environment=environment)
+        key = functools.partial(benchmark.answer_key, task)
+        result = agent.run(task.question, environment=environment, answer_key=key)
     # A reply from the response cache takes no time now: it counts at the seconds it took when it
     # ran, so that a task's seconds are what the design costs, whatever the cache held (after
     # `run --estimate`, or for two designs that ask the same).

@@ -12,12 +12,12 @@ import dataclasses
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from agentdesign.components._environment import EnvState
-from agentdesign.components._parsing import answer_key, extract_answer
+from agentdesign.components._parsing import extract_answer, output_key
 from agentdesign.components._registry import param, register
 from agentdesign.components._slots import Attempt, Solver, Workflow
 from agentdesign.components.library._functional import (
@@ -30,13 +30,16 @@ from agentdesign.components.library._memory import Example
 from agentdesign.components.library._tools import PythonTool, program_in, timeout_param
 
 
-def majority(attempts: Sequence[Attempt]) -> Attempt:
-    """The attempt with the most common answer; ties go to the earliest answer seen."""
-    voted = [a for a in attempts if a.answer]
+def majority(attempts: Sequence[Attempt], key: Callable[[str], str] = output_key) -> Attempt:
+    """The attempt with the most common answer, outputs counted alike under `key` (the solver's
+    `answer_key`); ties go to the earliest answer seen, and an output whose key is empty has no
+    vote."""
+    keys = [key(a.output) for a in attempts]
+    voted = [k for k in keys if k]
     if not voted:
         return attempts[-1]
-    best_key, _ = Counter(answer_key(a.answer) for a in voted).most_common(1)[0]
-    return next(a for a in voted if answer_key(a.answer) == best_key)
+    best_key, _ = Counter(voted).most_common(1)[0]
+    return attempts[keys.index(best_key)]
 
 
 @register
@@ -80,7 +83,7 @@ class _Ensemble(Workflow):
             "judge", messages, temperature=0.0, seed=0, max_tokens=self.judge_max_tokens
         )
         chosen = [int(n) for n in _BEST.findall(reply) if 1 <= int(n) <= len(attempts)]
-        return attempts[chosen[-1] - 1] if chosen else majority(attempts)
+        return attempts[chosen[-1] - 1] if chosen else majority(attempts, solver.answer_key)
 
 
 @register
@@ -102,7 +105,7 @@ class SelfConsistency(_Ensemble):
         ]
         if self.aggregate == "judge":
             return self.judge(solver, question, attempts)
-        return majority(attempts)
+        return majority(attempts, solver.answer_key)
 
 
 @register
