@@ -95,6 +95,21 @@ def test_a_benchmark_that_scores_at_random_is_caught() -> None:
         check_benchmark(Moody())
 
 
+class Blind(Moody):
+    """Scores alike every time, but reads no answer out of any output: no vote could count one."""
+
+    def score(self, task: Task, prediction: str) -> Score:
+        return Score(float(prediction == task.answer))
+
+    def answer_key(self, task: Task, output: str) -> str:
+        return ""
+
+
+def test_a_benchmark_whose_votes_never_count_the_gold_answer_is_caught() -> None:
+    with pytest.raises(ConformanceError, match="gold answer is empty"):
+        check_benchmark(Blind())
+
+
 class Stubborn(Strategy):
     """Always proposes the first design it ever saw, seen or not: the loop would run it twice."""
 

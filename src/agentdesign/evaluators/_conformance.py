@@ -26,7 +26,9 @@ def check_benchmark(benchmark: Benchmark, *, n_tasks: int = 3) -> None:
     is a non-empty list of tasks with unique, non-empty ids, each found again by id; and scoring is
     deterministic: the same prediction for the same task gets the same Score (value and error
     kind) every time, for the first `n_tasks` tasks (an interactive benchmark's episodes are
-    scored by their environment instead, which this check does not start).
+    scored by their environment instead, which this check does not start); and its `answer_key`,
+    which a vote among an agent's samples counts, is a string, the same every time, and not
+    empty for the gold answer (a vote would otherwise never count the right answer).
     """
     if not isinstance(benchmark, Benchmark):
         raise ConformanceError(f"{benchmark!r} is not a Benchmark instance")
@@ -56,4 +58,15 @@ def check_benchmark(benchmark: Benchmark, *, n_tasks: int = 3) -> None:
                 raise ConformanceError(
                     f"{where}: task {task.id!r} scored {prediction!r} as {first.value} then as "
                     f"{second.value}: scoring must be deterministic"
+                )
+            key = benchmark.answer_key(task, prediction)
+            if not isinstance(key, str) or key != benchmark.answer_key(task, prediction):
+                raise ConformanceError(
+                    f"{where}: answer_key() of {prediction!r} for task {task.id!r} must be the "
+                    f"same string every time, not {key!r}"
+                )
+            if prediction == task.answer and not key:
+                raise ConformanceError(
+                    f"{where}: answer_key() of task {task.id!r}'s gold answer is empty: a vote "
+                    "would never count the right answer"
                 )
