@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from agentdesign.archive import Archive
+from agentdesign.archive import Archive, LeaderboardRow
 from agentdesign.components import REGISTRY, SLOTS, AgentSpec, ChatModel, Example, ParamInfo
 from agentdesign.evaluators import Benchmark, Task, make_split
 from agentdesign.search.config import RunConfig, dev_task_ids
@@ -240,18 +240,24 @@ def resume_designs(
     """The designs of `designs`' model that the recording in `archive` has begun, in the order it
     recorded them, then those of `designs` it has not, as many as `designs` in all: a resumed
     recording finishes what it began even where the search space's draws have changed since."""
-    models = {spec.model for spec in designs}
-    rows = [
-        row
-        for model in models
-        for row in archive.leaderboard(benchmark=benchmark, model=model, limit=1_000_000)
-    ]
+    rows = _recorded(archive, designs, benchmark=benchmark)
     begun = {
         row.agent_hash: AgentSpec.from_dict(row.spec)
         for row in sorted(rows, key=lambda row: row.evaluation_id)
     }
     fresh = [spec for spec in designs if spec.spec_hash not in begun]
     return [*begun.values(), *fresh][: len(designs)]
+
+
+def _recorded(
+    archive: Archive, designs: Sequence[AgentSpec], *, benchmark: str
+) -> list[LeaderboardRow]:
+    """The archive's complete evaluations on `benchmark` of any design of `designs`' models."""
+    return [
+        row
+        for model in {spec.model for spec in designs}
+        for row in archive.leaderboard(benchmark=benchmark, model=model, limit=1_000_000)
+    ]
 
 
 def _unused(
@@ -358,12 +364,7 @@ def estimate(
     layers = [
         tuple(sorted(t.id for t in items[s : s + layer])) for s in range(0, len(items), layer)
     ]
-    models = {spec.model for spec in designs}
-    rows = [
-        row
-        for model in models
-        for row in archive.leaderboard(benchmark=benchmark, model=model, limit=1_000_000)
-    ]
+    rows = _recorded(archive, designs, benchmark=benchmark)
     done = {(row.agent_hash, row.task_ids) for row in rows}
     pace: dict[str, tuple[float, int]] = {}
     for row in rows:
