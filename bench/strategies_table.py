@@ -379,10 +379,6 @@ def value_model(
     full = scores.mean(axis=1)
     specs = [d.spec for d in table.designs]
     n_designs, n_items = scores.shape
-    prior_rows = [
-        Labelled(spec=d.spec, description=prior.description, score=d.mean)
-        for d in (prior.designs if prior is not None else ())
-    ]
     domain = Domain(description=table.description, model=table.model)
     # each variant: how to make its model (by draw) and the rows it gets beside the labels
     variants: dict[str, tuple[Callable[[int], ValueModel], list[Labelled]]] = {
@@ -390,9 +386,9 @@ def value_model(
         "first-order": (lambda rep: ValueModel(seed=rep, interactions=False), []),
     }
     if prior is not None:
-        variants[f"with pairs, prior {prior.model}"] = (
+        variants[f"with pairs, {prior_name(prior)}"] = (
             lambda rep: ValueModel(seed=rep, domain=domain),
-            prior_rows,
+            prior_rows(prior),
         )
     rows = []
 
@@ -694,6 +690,42 @@ def read_table(args: argparse.Namespace) -> tuple[ReplayTable, Settings]:
     return table, settings
 
 
+def add_prior_arguments(parser: argparse.ArgumentParser) -> None:
+    """--prior: another model's or benchmark's table, its designs the value model's prior."""
+    parser.add_argument("--prior", type=Path, help="another model's or benchmark's table")
+    parser.add_argument("--prior-model", help="the prior table's model, where its file has several")
+
+
+def load_prior(args: argparse.Namespace, table: ReplayTable) -> ReplayTable | None:
+    """The --prior table, if any: another model's or benchmark's than `table` (the same one would
+    be the labels again); bad input ends the script with one error line."""
+    if not args.prior:
+        return None
+    try:
+        prior = ReplayTable.load(args.prior, model=args.prior_model)
+    except AgentDesignError as exc:
+        sys.exit(f"error: {exc}")
+    if (prior.model, prior.benchmark) == (table.model, table.benchmark):
+        sys.exit(
+            f"error: --prior holds {table.model} on {table.benchmark}, as the table does: a prior "
+            "is another model's or benchmark's table"
+        )
+    return prior
+
+
+def prior_rows(prior: ReplayTable) -> list[Labelled]:
+    """The prior table's designs as labelled rows (each design's mean), described as its
+    benchmark."""
+    return [
+        Labelled(spec=d.spec, description=prior.description, score=d.mean) for d in prior.designs
+    ]
+
+
+def prior_name(prior: ReplayTable) -> str:
+    """How reports name a value model fit with `prior`."""
+    return f"prior {prior.benchmark} on {prior.model}"
+
+
 def heading(args: argparse.Namespace, table: ReplayTable) -> str:
     """What was read: the file, model, designs, items and benchmark (and whether it is made up)."""
     return (
@@ -712,8 +744,7 @@ def main() -> None:
         default=[SHUFFLED, "random", "tpe", "mcts", "random+race", "tpe+race", "mcts+race"],
     )
     parser.add_argument("--value-reps", type=int, default=100, help="value model draws (0: none)")
-    parser.add_argument("--prior", type=Path, help="another model's or benchmark's table")
-    parser.add_argument("--prior-model", help="the prior table's model, where its file has several")
+    add_prior_arguments(parser)
     parser.add_argument("--race-rule", default=Racing.rule, help="racing's rule (+race)")
     parser.add_argument("--race-alpha", type=float, default=Racing.alpha)
     parser.add_argument("--race-first-stage", type=int, default=Racing.first_stage)
@@ -727,14 +758,9 @@ def main() -> None:
         racing = Racing(
             alpha=args.race_alpha, first_stage=args.race_first_stage, rule=args.race_rule
         )
-        prior = ReplayTable.load(args.prior, model=args.prior_model) if args.prior else None
-        if prior is not None and (prior.model, prior.benchmark) == (table.model, table.benchmark):
-            raise AgentDesignError(
-                f"--prior holds {table.model} on {table.benchmark}, as the table does: a prior is "
-                "another model's or benchmark's table"
-            )
     except AgentDesignError as exc:
         sys.exit(f"error: {exc}")
+    prior = load_prior(args, table)
     unknown = [s for s in args.strategies if s.removesuffix(RACED) not in (*STRATEGIES, *OWN)]
     if unknown:
         sys.exit(f"error: unknown strategies {', '.join(unknown)}")

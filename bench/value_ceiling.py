@@ -3,7 +3,7 @@ predicted with every other design labelled (leave one design out): the most feat
 screening can do on the table, for the value model and for other learners.
 
     .venv/bin/python bench/value_ceiling.py TABLE [--model M] [--items FIRST:LAST]
-        [--label-items 10 30] [--draws 20] [--boot 1000]
+        [--label-items 10 30] [--draws 20] [--boot 1000] [--prior TABLE [--prior-model M]]
 
 A design's label is its mean on k of the table's items (the same k for every design in a draw,
 as a run labels on its search items; every item for k = all), its truth its mean on all of them.
@@ -17,7 +17,9 @@ The learners: the value model as the product ships it (component pairs, `ValueMo
 first-order form (`interactions=False`), a pairwise ranker (logistic regression on the feature
 differences of every pair of labelled designs, which of the two scored higher on the same items:
 the relative advantages RAAS learns from, C = 1) and a Gaussian process (an RBF kernel on the
-first-order features, a constant and a white-noise term, fitted by marginal likelihood).
+first-order features, a constant and a white-noise term, fitted by marginal likelihood). With
+--prior (another model's or benchmark's table), also the value model with that table's designs
+as its prior, as an archive holding them would fit it.
 """
 
 from __future__ import annotations
@@ -29,11 +31,19 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from _common import markdown_table
-from strategies_table import add_table_file_arguments, heading, load_table
+from strategies_table import (
+    add_prior_arguments,
+    add_table_file_arguments,
+    heading,
+    load_prior,
+    load_table,
+    prior_name,
+    prior_rows,
+)
 
 from agentdesign.benchmarking import ReplayTable
 from agentdesign.components import AgentSpec
-from agentdesign.search.valuemodel import Labelled, ValueModel, design_features
+from agentdesign.search.valuemodel import Domain, Labelled, ValueModel, design_features
 
 # A learner: (specs, features, labels of the labelled designs, index of the one to predict) -> score
 Learner = Callable[[Sequence[AgentSpec], np.ndarray, np.ndarray, np.ndarray, int], float]
@@ -46,6 +56,24 @@ def _value_model(interactions: bool) -> Learner:
         rows = [Labelled(spec=specs[j], description="", score=float(y[j])) for j in train]
         model = ValueModel(seed=0, interactions=interactions).fit(rows)
         return float(model.predict([specs[i]], description="")[0][0])
+
+    return predict
+
+
+def _value_model_with_prior(prior: ReplayTable, table: ReplayTable) -> Learner:
+    """The value model fit on the labels beside `prior`'s designs, which it weighs by how like
+    `table`'s benchmark and model the prior's are."""
+    extra = prior_rows(prior)
+    domain = Domain(description=table.description, model=table.model)
+
+    def predict(
+        specs: Sequence[AgentSpec], _: np.ndarray, y: np.ndarray, train: np.ndarray, i: int
+    ) -> float:
+        own = [
+            Labelled(spec=specs[j], description=table.description, score=float(y[j])) for j in train
+        ]
+        model = ValueModel(seed=0, domain=domain).fit(own + extra)
+        return float(model.predict([specs[i]], description=table.description)[0][0])
 
     return predict
 
@@ -108,10 +136,17 @@ def spearman_rows(predicted: np.ndarray, truth: np.ndarray, boot: np.ndarray) ->
 
 
 def measure(
-    table: ReplayTable, label_items: Sequence[int], draws: int, n_boot: int
+    table: ReplayTable,
+    label_items: Sequence[int],
+    draws: int,
+    n_boot: int,
+    prior: ReplayTable | None = None,
 ) -> list[dict[str, str]]:
     """One row per label size and learner (and each learner's paired difference from the value
     model): Spearman on the table's designs with its bootstrap interval."""
+    learners = dict(LEARNERS)
+    if prior is not None:
+        learners[f"value model, {prior_name(prior)}"] = _value_model_with_prior(prior, table)
     scores = np.array([d.scores for d in table.designs])
     truth = scores.mean(axis=1)
     specs = [d.spec for d in table.designs]
@@ -128,7 +163,7 @@ def measure(
             ]
         )
         rhos = {"measured": spearman_rows(labels, truth, boot).mean(axis=0)}
-        for name, learner in LEARNERS.items():
+        for name, learner in learners.items():
             predicted = np.array(
                 [
                     [
@@ -169,8 +204,10 @@ def main() -> None:
     parser.add_argument("--label-items", type=int, nargs="+", default=[10, 30])
     parser.add_argument("--draws", type=int, default=20, help="item draws per label size")
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap redraws of designs")
+    add_prior_arguments(parser)
     args = parser.parse_args()
     table = load_table(args)
+    prior = load_prior(args, table)
     n_items = len(table.task_ids)
     if min(args.draws, args.boot) < 1 or not all(k >= 1 for k in args.label_items):
         sys.exit("error: need --draws, --boot and every --label-items at least 1")
@@ -183,7 +220,7 @@ def main() -> None:
         f"{len(table.designs) - 1}; {args.draws} item draws per label size; intervals: "
         f"{args.boot} bootstrap redraws of the designs\n"
     )
-    print(markdown_table(measure(table, label_items, args.draws, args.boot)))
+    print(markdown_table(measure(table, label_items, args.draws, args.boot, prior)))
     print(f"\n{time.perf_counter() - started:.0f} s")
 
 

@@ -342,21 +342,24 @@ def test_racing_on_a_table_stops_designs_on_their_recorded_items() -> None:
     )
 
 
-def test_the_table_bench_runs_on_a_synthetic_table_and_says_what_it_cannot(tmp_path: Path) -> None:
-    path = tmp_path / "synthetic.json"
-    # 30 designs: 10 labels leave 20 out; 30 labels leave none, and the table says so.
-    save_cells([_cells_table(n_designs=30, n_tasks=30)], path, provenance={})
-    # another model's table, as the value model's prior
+def _other_model_table(path: Path) -> None:
+    """Saves another model's synthetic table (20 designs x 10 items of fake/other) at `path`."""
     other = make_synthetic_table(n_designs=20, n_tasks=10, seed=5)
-    prior = dataclasses.replace(
+    dataclasses.replace(
         other,
         model="fake/other",
         designs=tuple(
             dataclasses.replace(d, spec=dataclasses.replace(d.spec, model="fake/other"))
             for d in other.designs
         ),
-    )
-    prior.save(tmp_path / "prior.json")
+    ).save(path)
+
+
+def test_the_table_bench_runs_on_a_synthetic_table_and_says_what_it_cannot(tmp_path: Path) -> None:
+    path = tmp_path / "synthetic.json"
+    # 30 designs: 10 labels leave 20 out; 30 labels leave none, and the table says so.
+    save_cells([_cells_table(n_designs=30, n_tasks=30)], path, provenance={})
+    _other_model_table(tmp_path / "prior.json")  # the value model's prior
     args = ["bench/strategies_table.py", str(path), "--seeds", "2", "--evaluations", "6"]
     args += ["--boot", "50", "--value-reps", "2", "--items", "3:26", "--race-alpha", "0.2"]
     args += ["--prior", str(tmp_path / "prior.json")]
@@ -372,8 +375,8 @@ def test_the_table_bench_runs_on_a_synthetic_table_and_says_what_it_cannot(tmp_p
         assert section in out
     for section in ("adjusted R^2", "| first-order | 10 |", "| with pairs | 10 |"):
         assert section in out
-    assert "| with pairs, prior fake/other | 10 |" in out
-    assert "| with pairs, prior fake/other - with pairs | 10 |" in out
+    assert "| with pairs, prior gsm8k on fake/other | 10 |" in out
+    assert "| with pairs, prior gsm8k on fake/other - with pairs | 10 |" in out
     missing = _script("bench/strategies_table.py", str(tmp_path / "none.json"))
     assert missing.returncode != 0 and missing.stderr.strip().startswith("error:")
     bad = _script("bench/strategies_table.py", str(path), "--strategies", "nope")
@@ -408,7 +411,9 @@ def test_the_value_ceiling_bench_ranks_a_structured_table_and_pairs_the_learners
     # the synthetic table's scores follow its components: on 60 items, leaving one design out,
     # the value model ranks the designs far better than chance (0.585 on this table)
     save_cells([_cells_table(n_designs=24, n_tasks=60)], path, provenance={})
+    _other_model_table(tmp_path / "prior.json")
     args = ["bench/value_ceiling.py", str(path), "--draws", "1", "--boot", "20"]
+    args += ["--prior", str(tmp_path / "prior.json")]
     done = _script(*args, "--label-items", "10", timeout=600)
     assert done.returncode == 0, done.stderr
     cells = {
@@ -419,7 +424,10 @@ def test_the_value_ceiling_bench_ranks_a_structured_table_and_pairs_the_learners
     assert "SYNTHETIC" in done.stdout and "predicted from the other 23" in done.stdout
     assert cells["all", "measured"].startswith("1.000")
     assert float(cells["all", "value model"].split()[0]) > 0.4
-    for name in ("value model, first-order", "pairwise ranks", "Gaussian process"):
+    learners = ("value model, first-order", "pairwise ranks", "Gaussian process")
+    for name in (*learners, "value model, prior gsm8k on fake/other"):
         assert ("10", f"{name} - value model") in cells and ("all", name) in cells
     bad = _script("bench/value_ceiling.py", str(path), "--draws", "0")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error:")
+    itself = _script("bench/value_ceiling.py", str(path), "--prior", str(path))
+    assert itself.returncode != 0 and "a prior is another model's" in itself.stderr
