@@ -49,31 +49,23 @@ from agentdesign.search.valuemodel import Domain, Labelled, ValueModel, design_f
 Learner = Callable[[Sequence[AgentSpec], np.ndarray, np.ndarray, np.ndarray, int], float]
 
 
-def _value_model(interactions: bool) -> Learner:
-    def predict(
-        specs: Sequence[AgentSpec], _: np.ndarray, y: np.ndarray, train: np.ndarray, i: int
-    ) -> float:
-        rows = [Labelled(spec=specs[j], description="", score=float(y[j])) for j in train]
-        model = ValueModel(seed=0, interactions=interactions).fit(rows)
-        return float(model.predict([specs[i]], description="")[0][0])
-
-    return predict
-
-
-def _value_model_with_prior(prior: ReplayTable, table: ReplayTable) -> Learner:
-    """The value model fit on the labels beside `prior`'s designs, which it weighs by how like
-    `table`'s benchmark and model the prior's are."""
-    extra = prior_rows(prior)
-    domain = Domain(description=table.description, model=table.model)
+def _value_model(
+    *, interactions: bool = True, prior: ReplayTable | None = None, table: ReplayTable | None = None
+) -> Learner:
+    """The value model fit on the labelled designs; with a `prior` also on the labels beside the
+    prior's designs, which it weighs by how like `table`'s benchmark and model the prior's are."""
+    extra = prior_rows(prior) if prior is not None else []
+    domain = None
+    if prior is not None and table is not None:
+        domain = Domain(description=table.description, model=table.model)
+    description = domain.description if domain is not None else ""
 
     def predict(
         specs: Sequence[AgentSpec], _: np.ndarray, y: np.ndarray, train: np.ndarray, i: int
     ) -> float:
-        own = [
-            Labelled(spec=specs[j], description=table.description, score=float(y[j])) for j in train
-        ]
-        model = ValueModel(seed=0, domain=domain).fit(own + extra)
-        return float(model.predict([specs[i]], description=table.description)[0][0])
+        own = [Labelled(spec=specs[j], description=description, score=float(y[j])) for j in train]
+        model = ValueModel(seed=0, interactions=interactions, domain=domain).fit(own + extra)
+        return float(model.predict([specs[i]], description=description)[0][0])
 
     return predict
 
@@ -106,7 +98,7 @@ def _gaussian_process(
 
 
 LEARNERS: dict[str, Learner] = {
-    "value model": _value_model(interactions=True),
+    "value model": _value_model(),
     "value model, first-order": _value_model(interactions=False),
     "pairwise ranks": _pairwise,
     "Gaussian process": _gaussian_process,
@@ -146,7 +138,7 @@ def measure(
     model): Spearman on the table's designs with its bootstrap interval."""
     learners = dict(LEARNERS)
     if prior is not None:
-        learners[f"value model, {prior_name(prior)}"] = _value_model_with_prior(prior, table)
+        learners[f"value model, {prior_name(prior)}"] = _value_model(prior=prior, table=table)
     scores = np.array([d.scores for d in table.designs])
     truth = scores.mean(axis=1)
     specs = [d.spec for d in table.designs]
