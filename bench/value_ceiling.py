@@ -50,21 +50,17 @@ Learner = Callable[[Sequence[AgentSpec], np.ndarray, np.ndarray, np.ndarray, int
 
 
 def _value_model(
-    *, interactions: bool = True, prior: ReplayTable | None = None, table: ReplayTable | None = None
+    *, interactions: bool = True, domain: Domain | None = None, prior: Sequence[Labelled] = ()
 ) -> Learner:
-    """The value model fit on the labelled designs; with a `prior` also on the labels beside the
-    prior's designs, which it weighs by how like `table`'s benchmark and model the prior's are."""
-    extra = prior_rows(prior) if prior is not None else []
-    domain = None
-    if prior is not None and table is not None:
-        domain = Domain(description=table.description, model=table.model)
+    """The value model fit on the labelled designs (described as `domain`'s benchmark, if any)
+    and the `prior` rows, which it weighs by how like `domain` they are."""
     description = domain.description if domain is not None else ""
 
     def predict(
         specs: Sequence[AgentSpec], _: np.ndarray, y: np.ndarray, train: np.ndarray, i: int
     ) -> float:
         own = [Labelled(spec=specs[j], description=description, score=float(y[j])) for j in train]
-        model = ValueModel(seed=0, interactions=interactions, domain=domain).fit(own + extra)
+        model = ValueModel(seed=0, interactions=interactions, domain=domain).fit([*own, *prior])
         return float(model.predict([specs[i]], description=description)[0][0])
 
     return predict
@@ -138,7 +134,10 @@ def measure(
     model): Spearman on the table's designs with its bootstrap interval."""
     learners = dict(LEARNERS)
     if prior is not None:
-        learners[f"value model, {prior_name(prior)}"] = _value_model(prior=prior, table=table)
+        learners[f"value model, {prior_name(prior)}"] = _value_model(
+            domain=Domain(description=table.description, model=table.model),
+            prior=prior_rows(prior),
+        )
     scores = np.array([d.scores for d in table.designs])
     truth = scores.mean(axis=1)
     specs = [d.spec for d in table.designs]
